@@ -1,0 +1,14 @@
+# Options for in-tree targets only (tests, benchmarks, examples, tools).
+# The exported nlbudget target carries no warning or ISA flags: those are the consumer's choice.
+
+function(nlb_apply_project_options target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion
+                         -Wno-sign-conversion)
+  if(NLB_WARNINGS_AS_ERRORS)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(NLB_ISA_FLAGS)
+    separate_arguments(_nlb_isa UNIX_COMMAND "${NLB_ISA_FLAGS}")
+    target_compile_options(${target} PRIVATE ${_nlb_isa})
+  endif()
+endfunction()

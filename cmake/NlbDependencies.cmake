@@ -1,0 +1,18 @@
+# Library dependencies, found as installed CMake packages (Debian: libeigen3-dev,
+# libxsimd-dev, nlohmann-json3-dev). Nothing is vendored or downloaded.
+# Shared with nlbudgetConfig.cmake so consumers find the same versions.
+
+# Eigen 3.4 up to (not including) 6. Eigen's own version file accepts only its own
+# major version, so the range is checked here.
+find_package(Eigen3 REQUIRED NO_MODULE)
+if(Eigen3_VERSION VERSION_LESS 3.4 OR NOT Eigen3_VERSION VERSION_LESS 6)
+  message(FATAL_ERROR "nlbudget needs Eigen >= 3.4 and < 6, found ${Eigen3_VERSION}")
+endif()
+
+# xsimd 8.x: the API this project is written against (hadd, batch<T, Arch>).
+find_package(xsimd REQUIRED)
+if(xsimd_VERSION VERSION_LESS 8 OR NOT xsimd_VERSION VERSION_LESS 9)
+  message(FATAL_ERROR "nlbudget needs xsimd 8.x, found ${xsimd_VERSION}")
+endif()
+
+find_package(nlohmann_json 3.10 REQUIRED)

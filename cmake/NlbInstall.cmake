@@ -1,0 +1,24 @@
+# Install + export: nlbudgetConfig.cmake, a SameMajorVersion version file, and nlbudget.pc.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS nlbudget EXPORT nlbudgetTargets)
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/nlb" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+
+set(NLB_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_DATADIR}/cmake/nlbudget")
+install(EXPORT nlbudgetTargets NAMESPACE nlbudget:: DESTINATION "${NLB_CMAKE_INSTALL_DIR}")
+
+configure_package_config_file(
+  "${PROJECT_SOURCE_DIR}/cmake/nlbudgetConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/nlbudgetConfig.cmake"
+  INSTALL_DESTINATION "${NLB_CMAKE_INSTALL_DIR}")
+write_basic_package_version_file(
+  "${PROJECT_BINARY_DIR}/nlbudgetConfigVersion.cmake"
+  COMPATIBILITY SameMajorVersion ARCH_INDEPENDENT)
+install(FILES "${PROJECT_BINARY_DIR}/nlbudgetConfig.cmake"
+              "${PROJECT_BINARY_DIR}/nlbudgetConfigVersion.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/NlbDependencies.cmake"
+        DESTINATION "${NLB_CMAKE_INSTALL_DIR}")
+
+configure_file("${PROJECT_SOURCE_DIR}/cmake/nlbudget.pc.in" "${PROJECT_BINARY_DIR}/nlbudget.pc"
+               @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/nlbudget.pc" DESTINATION "${CMAKE_INSTALL_DATADIR}/pkgconfig")

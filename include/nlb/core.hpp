@@ -1,0 +1,10 @@
+// Umbrella for nlb/core: sizes, matrix aliases, backends, errors, buffers, math policies.
+#pragma once
+
+#include "nlb/core/aligned_buffer.hpp"
+#include "nlb/core/backend.hpp"
+#include "nlb/core/checks.hpp"
+#include "nlb/core/dims.hpp"
+#include "nlb/core/errors.hpp"
+#include "nlb/core/math_policy.hpp"
+#include "nlb/core/matrix.hpp"
