@@ -14,5 +14,14 @@ find_package(xsimd REQUIRED)
 if(xsimd_VERSION VERSION_LESS 8 OR NOT xsimd_VERSION VERSION_LESS 9)
   message(FATAL_ERROR "nlbudget needs xsimd 8.x, found ${xsimd_VERSION}")
 endif()
+# Debian 12's xsimd 8.1 target lists a target "xtl" in its link interface without finding
+# it, so a plain link adds "-lxtl". xtl only serves xsimd's xtl-complex support, which
+# nlbudget does not use: use xtl's own package if installed, else an empty stand-in.
+if(NOT TARGET xtl)
+  find_package(xtl QUIET)
+  if(NOT TARGET xtl)
+    add_library(xtl INTERFACE IMPORTED GLOBAL)
+  endif()
+endif()
 
 find_package(nlohmann_json 3.10 REQUIRED)

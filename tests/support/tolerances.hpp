@@ -37,4 +37,8 @@ inline constexpr double gate_gradient_abs = 1e-6;
 inline constexpr double mlp_float_rel = 1e-5;
 inline constexpr double mlp_double_rel = 1e-12;
 
+// ---- FLOP accounting ------------------------------------------------------------------
+// Closed forms evaluated in a different order: a few double roundings.
+inline constexpr double flops_rel = 1e-14;
+
 }  // namespace nlb::test::tol

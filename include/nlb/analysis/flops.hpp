@@ -1,0 +1,65 @@
+// FLOP accounting for the MLP budget (PAPERS.md §A5). A multiply-add counts as 2 FLOPs.
+#pragma once
+
+
+namespace nlb::flops {
+
+/// Dense MLP per token: two GEMMs d×h and h×d, 2·d·h each: 4·d·h (= 16·d² for h = 4d).
+/// Biases and the activation are O(h) and not counted, as in the paper.
+constexpr double dense_mlp_per_token(double d, double h) { return 4.0 * d * h; }
+
+/// Linear surrogate per token, x W + b with W [d_in, d_out]: 2·d_in·d_out (= 2·d²).
+constexpr double surrogate_per_token(double d_in, double d_out) { return 2.0 * d_in * d_out; }
+
+/// Hyperplane gate per token: one dot product of length d: 2·d.
+constexpr double gate_per_token(double d) { return 2.0 * d; }
+
+/// A gated MLP per token with a share `linear_fraction` of tokens routed linear:
+/// gate + (1 − f)·dense + f·surrogate.
+constexpr double gated_mlp_per_token(double d, double h, double linear_fraction) {
+  return gate_per_token(d) + (1.0 - linear_fraction) * dense_mlp_per_token(d, h) +
+         linear_fraction * surrogate_per_token(d, d);
+}
+
+/// FLOPs saved per token against the dense MLP: f·(dense − surrogate) − gate
+/// (= f·14·d² − 2d for h = 4d, ≈ 7f/8 of the MLP).
+constexpr double mlp_saving_per_token(double d, double h, double linear_fraction) {
+  return dense_mlp_per_token(d, h) - gated_mlp_per_token(d, h, linear_fraction);
+}
+
+/// The FLOP-predicted speedup of a gated over a dense MLP with h = 4d, ignoring the gate's
+/// 2d: 16 / (16(1 − f) + 2f).
+constexpr double predicted_mlp_speedup(double linear_fraction) {
+  return 16.0 / (16.0 * (1.0 - linear_fraction) + 2.0 * linear_fraction);
+}
+
+/// The shape of a decoder-only transformer, for whole-forward accounting.
+struct TransformerShape {
+  double d_model = 0;   // residual width d
+  double d_hidden = 0;  // MLP hidden width h (4d for GPT-2 and Pythia)
+  double n_layers = 0;
+  double context = 0;   // tokens each query attends to, on average
+  double vocab = 0;     // unembedding width
+};
+
+/// One layer's attention per token: Q, K, V and output projections (4 GEMMs of d×d, 8·d²)
+/// plus scores and the value mix (2·context·d each).
+constexpr double attention_per_token(const TransformerShape& s) {
+  return 8.0 * s.d_model * s.d_model + 4.0 * s.context * s.d_model;
+}
+
+/// The whole forward pass per token: every layer's attention and dense MLP plus the
+/// unembedding (2·d·vocab). LayerNorms, embeddings and softmax are O(d) and not counted.
+constexpr double forward_per_token(const TransformerShape& s) {
+  return s.n_layers * (attention_per_token(s) + dense_mlp_per_token(s.d_model, s.d_hidden)) +
+         2.0 * s.d_model * s.vocab;
+}
+
+/// Share of the whole forward pass saved when every layer routes `linear_fraction` of its
+/// tokens linear (per-layer fractions: average them first, as the cost is linear in f).
+constexpr double forward_saving_fraction(const TransformerShape& s, double linear_fraction) {
+  return s.n_layers * mlp_saving_per_token(s.d_model, s.d_hidden, linear_fraction) /
+         forward_per_token(s);
+}
+
+}  // namespace nlb::flops

@@ -1,0 +1,28 @@
+// The MLP activations of the two model families, as policy types for Mlp.
+#pragma once
+
+#include "nlb/core.hpp"
+#include "nlb/kernels/gelu.hpp"
+
+namespace nlb {
+
+/// GPT-2's "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+struct GeluTanh {
+  static constexpr const char* name = "gelu_new";
+  /// In place on n contiguous values with the backend's kernel.
+  template <class Math = math::exact, class Backend, class T>
+  static void apply(Backend backend, T* data, Index n) {
+    kernels::gelu_tanh<Math>(backend, data, n);
+  }
+};
+
+/// The exact (erf) GELU of GPT-NeoX / Pythia: 0.5 x (1 + erf(x / sqrt 2)).
+struct GeluErf {
+  static constexpr const char* name = "gelu";
+  template <class Math = math::exact, class Backend, class T>
+  static void apply(Backend backend, T* data, Index n) {
+    kernels::gelu_erf<Math>(backend, data, n);
+  }
+};
+
+}  // namespace nlb

@@ -1,0 +1,172 @@
+// An MLP whose tokens a hyperplane gate routes either through the full MLP or through its
+// linear surrogate (PAPERS.md §A3, §A5), skipping the MLP's work for the linear rows.
+#pragma once
+
+#include <cmath>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "nlb/core.hpp"
+
+namespace nlb {
+
+/// How many rows of one forward pass took each path.
+struct RouteCounts {
+  Index linear = 0;  // rows computed by the surrogate
+  Index full = 0;    // rows computed by the MLP
+  /// Share of rows routed linear (0 for an empty batch).
+  double linear_fraction() const {
+    const Index total = linear + full;
+    return total == 0 ? 0.0 : static_cast<double>(linear) / static_cast<double>(total);
+  }
+};
+
+namespace detail {
+// Sizes agree when equal or when either side is only known at run time.
+template <int A, int B>
+inline constexpr bool sizes_compatible = (A == Dynamic || B == Dynamic || A == B);
+// The more specific of two compatible sizes.
+template <int A, int B>
+inline constexpr int common_size = (A == Dynamic) ? B : A;
+}  // namespace detail
+
+/// Gated MLP: per token, `score = x·w' + b'` (the gate); rows with score > threshold go to
+/// the surrogate `x W + b`, the rest to the MLP.
+///
+/// Hard routing (forward) really skips work: it scores, partitions the row indices, gathers
+/// each group into a contiguous block, runs the surrogate on the linear block and the MLP on
+/// the full block, and scatters the results back. When every row takes one path, it runs that
+/// path on X directly (no copies), so threshold = +inf equals the Mlp bit for bit and
+/// threshold = -inf the surrogate. Cost: 2Td (gate) + (1-f)·4Tdh + f·2Td² FLOPs plus O(Td)
+/// copies (PAPERS.md §A5). Soft mode (forward_soft) blends both paths for analysis.
+///
+/// MlpT: Mlp<T, D, H, ...>; SurrogateT: RidgeSurrogate<T, D, D, ...>; GateT: HyperplaneGate<T, D, ...>.
+template <class MlpT, class SurrogateT, class GateT>
+class GatedMLP {
+ public:
+  using Scalar = typename MlpT::Scalar;
+  static_assert(std::is_same_v<Scalar, typename SurrogateT::Scalar> &&
+                    std::is_same_v<Scalar, typename GateT::Scalar>,
+                "GatedMLP: the MLP, surrogate and gate must share one scalar type");
+  static_assert(detail::sizes_compatible<MlpT::in_size, SurrogateT::in_size> &&
+                    detail::sizes_compatible<MlpT::out_size, SurrogateT::out_size> &&
+                    detail::sizes_compatible<MlpT::in_size, GateT::size>,
+                "GatedMLP: MLP, surrogate and gate widths differ at compile time");
+  static constexpr int size = detail::common_size<
+      detail::common_size<MlpT::in_size, SurrogateT::in_size>, GateT::size>;
+  static_assert(detail::sizes_compatible<size, SurrogateT::out_size>,
+                "GatedMLP: the surrogate must map d to d");
+  using Input = Activations<Scalar, size>;
+  using Output = Activations<Scalar, size>;
+
+  /// Scratch memory for forward(); reuse one across calls to avoid allocations per call.
+  struct Workspace {
+    ColVector<Scalar> scores;        // [T]
+    std::vector<Index> linear_rows;  // rows routed to the surrogate, ascending
+    std::vector<Index> full_rows;    // rows routed to the MLP, ascending
+    Input gathered_in;               // [rows of one group, d]
+    Output gathered_out;             // [rows of one group, d]
+    typename MlpT::Workspace mlp;
+  };
+
+  /// Composes the three parts; throws ShapeError if their run-time widths differ.
+  GatedMLP(MlpT mlp, SurrogateT surrogate, GateT gate)
+      : mlp_(std::move(mlp)), surrogate_(std::move(surrogate)), gate_(std::move(gate)) {
+    check_dim("GatedMLP: surrogate input width (MLP d)", mlp_.in_features(),
+              surrogate_.in_features());
+    check_dim("GatedMLP: surrogate output width (MLP d)", mlp_.in_features(),
+              surrogate_.out_features());
+    check_dim("GatedMLP: gate width (MLP d)", mlp_.in_features(), gate_.features());
+  }
+
+  /// Hard routing. X [T, d] -> Y [T, d] (Y must not alias X). Returns the rows per path.
+  RouteCounts forward(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y,
+                      Workspace& ws) const {
+    check_dim("GatedMLP::forward: input width (d)", features(), X.cols());
+    check_dim("GatedMLP::forward: output rows (T)", X.rows(), Y.rows());
+    check_dim("GatedMLP::forward: output width (d)", features(), Y.cols());
+    const Index rows = X.rows();
+    ws.scores.resize(rows);
+    gate_.score(X, ws.scores);
+    partition(ws);
+    const RouteCounts counts{static_cast<Index>(ws.linear_rows.size()),
+                             static_cast<Index>(ws.full_rows.size())};
+    if (counts.full == 0) {
+      if (rows > 0) surrogate_.apply(X, Y);
+      return counts;
+    }
+    if (counts.linear == 0) {
+      mlp_.forward(X, Y, ws.mlp);
+      return counts;
+    }
+    run_group(X, Y, ws.linear_rows, ws, [&](const auto& in, auto& out) {
+      surrogate_.apply(in, out);
+    });
+    run_group(X, Y, ws.full_rows, ws, [&](const auto& in, auto& out) {
+      mlp_.forward(in, out, ws.mlp);
+    });
+    return counts;
+  }
+
+  /// Hard routing with a temporary workspace.
+  RouteCounts forward(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y) const {
+    Workspace ws;
+    return forward(X, Y, ws);
+  }
+
+  /// Soft mode for analysis: Y = g ⊙ MLP(X) + (1 − g) ⊙ (X W + b), per row
+  /// g = 1 − sigmoid(score − threshold), the gate's probability that the row needs the MLP.
+  /// Runs both paths on every row: 4Tdh + 2Td² FLOPs.
+  void forward_soft(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y) const {
+    check_dim("GatedMLP::forward_soft: input width (d)", features(), X.cols());
+    check_dim("GatedMLP::forward_soft: output rows (T)", X.rows(), Y.rows());
+    check_dim("GatedMLP::forward_soft: output width (d)", features(), Y.cols());
+    ColVector<Scalar> scores(X.rows());
+    gate_.score(X, scores);
+    Output linear(X.rows(), features());
+    surrogate_.apply(X, linear);
+    mlp_.forward(X, Y);
+    for (Index t = 0; t < X.rows(); ++t) {
+      const Scalar margin = scores(t) - gate_.threshold();
+      const Scalar full_weight = Scalar(1) / (Scalar(1) + std::exp(margin));  // 1 - sigmoid
+      Y.row(t) = full_weight * Y.row(t) + (Scalar(1) - full_weight) * linear.row(t);
+    }
+  }
+
+  Index features() const { return mlp_.in_features(); }
+  const MlpT& mlp() const { return mlp_; }
+  const SurrogateT& surrogate() const { return surrogate_; }
+  const GateT& gate() const { return gate_; }
+  /// Mutable gate, to move its threshold (calibration) without rebuilding the layer.
+  GateT& gate() { return gate_; }
+
+ private:
+  // Splits row indices by the gate's decision, keeping ascending order in each group.
+  void partition(Workspace& ws) const {
+    const Scalar threshold = gate_.threshold();
+    ws.linear_rows.clear();
+    ws.full_rows.clear();
+    ws.linear_rows.reserve(static_cast<std::size_t>(ws.scores.size()));
+    ws.full_rows.reserve(static_cast<std::size_t>(ws.scores.size()));
+    for (Index t = 0; t < ws.scores.size(); ++t) {
+      (ws.scores(t) > threshold ? ws.linear_rows : ws.full_rows).push_back(t);
+    }
+  }
+
+  // Gathers X's `rows` into a contiguous block, runs `path` on it and scatters into Y.
+  template <class Path>
+  static void run_group(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y,
+                        const std::vector<Index>& rows, Workspace& ws, Path&& path) {
+    ws.gathered_in = X(rows, Eigen::all);  // [n, d]
+    ws.gathered_out.resize(ws.gathered_in.rows(), ws.gathered_in.cols());
+    path(ws.gathered_in, ws.gathered_out);
+    Y(rows, Eigen::all) = ws.gathered_out;
+  }
+
+  MlpT mlp_;
+  SurrogateT surrogate_;
+  GateT gate_;
+};
+
+}  // namespace nlb

@@ -1,0 +1,100 @@
+// The transformer MLP, Y = Act(X W_fc + b_fc) W_proj + b_proj (PAPERS.md §A1).
+#pragma once
+
+#include <utility>
+
+#include "nlb/core.hpp"
+#include "nlb/mlp/activation.hpp"
+
+namespace nlb {
+
+/// A two-layer MLP on row-major activations.
+///
+/// Shapes: X, Y [T, d]; W_fc [d, h]; b_fc [h]; W_proj [h, d]; b_proj [d]. D and H are
+/// compile-time sizes or Dynamic; fixed sizes are checked against the weights at
+/// construction. Cost: 4·T·d·h FLOPs (16·T·d² for h = 4d, PAPERS.md §A5), two GEMMs
+/// through Eigen plus the activation kernel of `Backend` on the [T, h] hidden block.
+template <class T, int D = Dynamic, int H = Dynamic, class Act = GeluTanh,
+          class Backend = backend::cpu>
+class Mlp {
+ public:
+  using Scalar = T;
+  using Activation = Act;
+  using BackendType = Backend;
+  static constexpr int in_size = D;
+  static constexpr int hidden_size = H;
+  static constexpr int out_size = D;
+  using Input = Activations<T, D>;
+  using Output = Activations<T, D>;
+  using Hidden = Activations<T, H>;
+
+  /// Scratch memory for forward(); reuse one across calls to avoid an allocation per call.
+  struct Workspace {
+    Hidden hidden;  // [T, h]
+  };
+
+  /// An MLP with zero weights of width d and hidden width h (the compile-time sizes by default).
+  explicit Mlp(Index d = size_or<D>(0), Index h = size_or<H>(0))
+      : Mlp(RowMatrix<T, D, H>::Zero(d, h), RowVector<T, H>::Zero(h),
+            RowMatrix<T, H, D>::Zero(h, d), RowVector<T, D>::Zero(d)) {}
+
+  /// An MLP with the given weights; throws ShapeError if they do not fit together or do
+  /// not match the compile-time sizes.
+  Mlp(RowMatrix<T, D, H> w_fc, RowVector<T, H> b_fc, RowMatrix<T, H, D> w_proj,
+      RowVector<T, D> b_proj)
+      : w_fc_(std::move(w_fc)),
+        b_fc_(std::move(b_fc)),
+        w_proj_(std::move(w_proj)),
+        b_proj_(std::move(b_proj)) {
+    const Index d = w_fc_.rows();
+    const Index h = w_fc_.cols();
+    if constexpr (D != Dynamic) check_dim("Mlp: W_fc rows (compile-time d)", D, d);
+    if constexpr (H != Dynamic) check_dim("Mlp: W_fc cols (compile-time h)", H, h);
+    check_dim("Mlp: b_fc size (h)", h, b_fc_.size());
+    check_dim("Mlp: W_proj rows (h)", h, w_proj_.rows());
+    check_dim("Mlp: W_proj cols (d)", d, w_proj_.cols());
+    check_dim("Mlp: b_proj size (d)", d, b_proj_.size());
+  }
+
+  /// Y = MLP(X) using `ws` for the hidden block. X [T, d], Y [T, d]; Y must not alias X.
+  void forward(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y, Workspace& ws) const {
+    check_dim("Mlp::forward: input width (d)", in_features(), X.cols());
+    check_dim("Mlp::forward: output rows (T)", X.rows(), Y.rows());
+    check_dim("Mlp::forward: output width (d)", in_features(), Y.cols());
+    ws.hidden.resize(X.rows(), hidden_features());
+    ws.hidden.noalias() = X * w_fc_;  // [T, h]
+    ws.hidden.rowwise() += b_fc_;
+    // The hidden block is contiguous (row-major, exactly [T, h]): one kernel call.
+    Act::apply(Backend{}, ws.hidden.data(), ws.hidden.size());
+    Y.noalias() = ws.hidden * w_proj_;  // [T, d]
+    Y.rowwise() += b_proj_;
+  }
+
+  /// Y = MLP(X) with a temporary workspace.
+  void forward(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y) const {
+    Workspace ws;
+    forward(X, Y, ws);
+  }
+
+  /// Returns MLP(X) as a new [T, d] matrix.
+  Output forward(const Eigen::Ref<const Input>& X) const {
+    Output Y(X.rows(), in_features());
+    forward(X, Y);
+    return Y;
+  }
+
+  Index in_features() const { return w_fc_.rows(); }
+  Index hidden_features() const { return w_fc_.cols(); }
+  const RowMatrix<T, D, H>& w_fc() const { return w_fc_; }  // [d, h]
+  const RowVector<T, H>& b_fc() const { return b_fc_; }     // [h]
+  const RowMatrix<T, H, D>& w_proj() const { return w_proj_; }  // [h, d]
+  const RowVector<T, D>& b_proj() const { return b_proj_; }     // [d]
+
+ private:
+  RowMatrix<T, D, H> w_fc_;
+  RowVector<T, H> b_fc_;
+  RowMatrix<T, H, D> w_proj_;
+  RowVector<T, D> b_proj_;
+};
+
+}  // namespace nlb
