@@ -3,7 +3,7 @@
 
 #include <cstddef>
 #include <vector>
-#include <xsimd/xsimd.hpp>
+#include "nlb/core/detail/xsimd_include.hpp"
 
 namespace nlb {
 

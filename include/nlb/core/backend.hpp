@@ -8,7 +8,7 @@
 #pragma once
 
 #include <type_traits>
-#include <xsimd/xsimd.hpp>
+#include "nlb/core/detail/xsimd_include.hpp"
 
 namespace nlb::backend {
 

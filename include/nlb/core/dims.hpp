@@ -15,6 +15,6 @@ inline constexpr bool is_fixed_size = (N != Dynamic);
 
 /// Product of two sizes (Dynamic if either is), e.g. the hidden width 4*D.
 template <int A, int B>
-inline constexpr int size_product = (A == Dynamic || B == Dynamic) ? Dynamic : A * B;
+inline constexpr int size_product = (A == Dynamic || B == Dynamic) ? Dynamic : A* B;
 
 }  // namespace nlb

@@ -43,8 +43,7 @@ namespace detail {
 
 /// Builds "<what>: expected <expected>, found <found>" from streamable parts.
 template <class Expected, class Found>
-std::string expected_found(const std::string& what, const Expected& expected,
-                           const Found& found) {
+std::string expected_found(const std::string& what, const Expected& expected, const Found& found) {
   std::ostringstream out;
   out << what << ": expected " << expected << ", found " << found;
   return out.str();
@@ -54,7 +53,8 @@ std::string expected_found(const std::string& what, const Expected& expected,
 
 /// Throws ShapeError unless `found == expected`.
 inline void check_dim(const std::string& what, long long expected, long long found) {
-  if (expected != found) throw ShapeError(detail::expected_found(what, expected, found));
+  if (expected != found)
+    throw ShapeError(detail::expected_found(what, expected, found));
 }
 
 }  // namespace nlb

@@ -31,8 +31,9 @@ inline constexpr long long max_inline_bytes = 16 * 1024;
 
 template <class T, int Rows, int Cols>
 inline constexpr bool store_inline =
-    Rows != Dynamic && Cols != Dynamic &&
-    static_cast<long long>(Rows) * Cols * static_cast<long long>(sizeof(T)) <= max_inline_bytes;
+    Rows != Dynamic&& Cols !=
+    Dynamic&& static_cast<long long>(Rows) * Cols* static_cast<long long>(sizeof(T)) <=
+        max_inline_bytes;
 
 template <class T, int Rows, int Cols>
 inline constexpr int storage_rows = store_inline<T, Rows, Cols> ? Rows : (Rows == 1 ? 1 : Dynamic);
@@ -44,9 +45,9 @@ inline constexpr int storage_cols = store_inline<T, Rows, Cols> ? Cols : (Cols =
 /// Dynamic; above 16 KiB the storage is Dynamic (see detail::max_inline_bytes), so always
 /// construct with explicit sizes: `RowMatrix<T, R, C>::Zero(rows, cols)`.
 template <class T, int Rows = Dynamic, int Cols = Dynamic>
-using RowMatrix = Eigen::Matrix<T, detail::storage_rows<T, Rows, Cols>,
-                                detail::storage_cols<T, Rows, Cols>,
-                                detail::row_major_options<detail::storage_cols<T, Rows, Cols>>>;
+using RowMatrix =
+    Eigen::Matrix<T, detail::storage_rows<T, Rows, Cols>, detail::storage_cols<T, Rows, Cols>,
+                  detail::row_major_options<detail::storage_cols<T, Rows, Cols>>>;
 
 /// A row vector [1, N]: biases and per-feature statistics (storage as RowMatrix).
 template <class T, int N = Dynamic>
@@ -62,6 +63,5 @@ template <int N>
 constexpr Index size_or(Index runtime) {
   return N == Dynamic ? runtime : Index{N};
 }
-
 
 }  // namespace nlb

@@ -1,0 +1,8 @@
+// Umbrella for nlb/kernels: the row kernels (GELU, layer norm, softmax, rotary), each with a scalar
+// reference and an xsimd form selected by the backend tag. See docs/kernels.md.
+#pragma once
+
+#include "nlb/kernels/gelu.hpp"
+#include "nlb/kernels/layer_norm.hpp"
+#include "nlb/kernels/rotary.hpp"
+#include "nlb/kernels/softmax.hpp"

@@ -1,0 +1,26 @@
+// Argument checks shared by the row kernels. Internal to nlb/kernels.
+#pragma once
+
+#include <string>
+#include <type_traits>
+
+#include "nlb/core/errors.hpp"
+#include "nlb/core/math_policy.hpp"
+#include "nlb/core/matrix.hpp"
+
+namespace nlb::kernels::detail {
+
+/// Throws ArgumentError unless n >= min_length; `what` names the kernel and argument.
+inline void check_row_length(const char* what, Index n, Index min_length) {
+  if (n < min_length) {
+    throw ArgumentError(nlb::detail::expected_found(
+        std::string(what), "a length >= " + std::to_string(min_length), n));
+  }
+}
+
+/// True for the math policies the kernels know (nlb/core/math_policy.hpp).
+template <class Math>
+inline constexpr bool is_math_policy =
+    std::is_same_v<Math, math::exact> || std::is_same_v<Math, math::fast>;
+
+}  // namespace nlb::kernels::detail
