@@ -1,0 +1,293 @@
+// The hyperplane gate of PAPERS.md §A3: d + 1 parameters that send a token to the MLP's linear
+// surrogate iff x·w' + b' > threshold, trained by L2 logistic regression on z-scored inputs.
+// Math, solver and calibration: docs/hyperplane_gate.md.
+#pragma once
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "nlb/core.hpp"
+#include "nlb/mlp/detail/gate_calibration.hpp"
+#include "nlb/mlp/detail/gate_newton.hpp"
+#include "nlb/mlp/gate_labels.hpp"
+
+namespace nlb {
+
+/// Options of HyperplaneGate::fit.
+struct GateFitOptions {
+  double C = 1.0;                    ///< inverse regularisation strength (sklearn's C), > 0
+  double gradient_tolerance = 1e-8;  ///< stop when ‖∇f‖∞ <= this, > 0
+  int max_iterations = 100;          ///< Newton steps at most, >= 0
+};
+
+/// How a fit went. The fit converged iff gradient_norm <= options.gradient_tolerance.
+struct GateFitReport {
+  int iterations;        ///< Newton steps taken
+  double gradient_norm;  ///< ‖∇f‖∞ of the regularised objective at the solution
+  double objective;      ///< f = ½‖w‖² + C Σ log(1 + exp(−y (w·z + b))) at the solution
+  double
+      training_accuracy;  ///< share of training rows whose (unfolded) score sign matches the label
+};
+
+/// A linear gate over token activations (PAPERS.md §A3). After fitting, the z-score is folded into
+/// the weights (w' = w ⊘ σ, b' = b − w'·μ), so a score costs one length-d dot product per token:
+/// `score(x) = x·w' + b'`, and the token takes the linear path iff score(x) > threshold (default 0,
+/// i.e. p = σ(score) > 0.5). The unfolded (w, b, μ, σ) are kept, in double, for reference and
+/// tests. Bigger gates did no better in the paper (§A3), so this is the one the library offers.
+///
+/// T: scalar of activations and of the folded parameters (float, double). D: width, compile-time
+/// or Dynamic. Backend: a host backend tag (scores are one Eigen GEMV, so there is no SIMD-specific
+/// kernel). Fitting always runs in double.
+template <class T, int D = Dynamic, class Backend = backend::cpu>
+class HyperplaneGate {
+  static_assert(std::is_floating_point_v<T>, "HyperplaneGate<T, ...>: T must be float or double");
+  static_assert(backend::is_host<Backend>,
+                "HyperplaneGate<T, D, Backend>: only host backends (backend::scalar, "
+                "backend::simd<Arch>) are implemented");
+
+ public:
+  using Scalar = T;
+  static constexpr int size = D;
+
+  /// An unfitted gate: zero weight and bias (every score 0, so nothing exceeds threshold 0).
+  /// features() is D for a fixed width, 0 for Dynamic.
+  HyperplaneGate()
+      : folded_weight_(ColVector<T, D>::Zero(D == Dynamic ? 0 : D)),
+        weight_(ColVector<double, D>::Zero(D == Dynamic ? 0 : D)),
+        mean_(ColVector<double, D>::Zero(D == Dynamic ? 0 : D)),
+        scale_(ColVector<double, D>::Ones(D == Dynamic ? 0 : D)) {}
+
+  /// A gate built from already folded parameters: folded_weight [d], folded_bias, threshold.
+  /// The unfolded view is then w = folded_weight, b = folded_bias, μ = 0, σ = 1.
+  /// Throws NumericError for a non-finite weight or bias, ArgumentError for a NaN threshold.
+  HyperplaneGate(ColVector<T, D> folded_weight, T folded_bias, T threshold = 0)
+      : folded_weight_(std::move(folded_weight)), folded_bias_(folded_bias) {
+    check_finite("HyperplaneGate folded weight", folded_weight_);
+    if (!std::isfinite(static_cast<double>(folded_bias_))) {
+      throw NumericError(
+          detail::expected_found("HyperplaneGate folded bias", "a finite value", folded_bias_));
+    }
+    set_threshold(threshold);
+    weight_ = folded_weight_.template cast<double>();
+    bias_ = static_cast<double>(folded_bias_);
+    mean_ = ColVector<double, D>::Zero(folded_weight_.size());
+    scale_ = ColVector<double, D>::Ones(folded_weight_.size());
+  }
+
+  /// Fits the gate to activations X [N, d] and labels [N] (1 = "linear OK", the positive class;
+  /// 0 = needs the MLP), PAPERS.md §A3:
+  ///  1. z-score each feature with μ, σ over the rows of X (σ = population std). A feature with
+  ///     σ = 0 is constant: its scale is taken as 1 and its index listed in constant_features().
+  ///  2. minimise ½‖w‖² + C Σ_i log(1 + exp(−y_i (w·z_i + b))), y_i = ±1, b not penalised
+  ///  (sklearn's
+  ///     convention), by Newton's method with LDLT and a backtracking line search, from w = 0,
+  ///     b = 0 (deterministic), until ‖∇‖∞ <= gradient_tolerance (or max_iterations / a stalled
+  ///     line search: check the report's gradient_norm).
+  ///  3. fold: w' = w ⊘ σ, b' = b − w'·μ (with w' already rounded to T, so the rounding of w'
+  ///     cancels at x = μ), and reset the threshold to 0.
+  /// Throws ShapeError (labels.size() != N, no rows, no features), NumericError (NaN/Inf in X),
+  /// ArgumentError (a label other than 0/1, only one class present, C <= 0, tolerance <= 0,
+  /// max_iterations < 0). Cost: O(N d²) per Newton step (Hessian) + O(d³) (LDLT); memory
+  /// O(d² + 256 d) beside X. The gate is unchanged if it throws.
+  GateFitReport fit(const Eigen::Ref<const Activations<T, D>>& X,
+                    std::span<const std::uint8_t> labels, const GateFitOptions& options = {}) {
+    check_options(options);
+    if (X.rows() == 0) {
+      throw ShapeError(
+          detail::expected_found("HyperplaneGate::fit activation rows", "at least 1", 0));
+    }
+    if (X.cols() == 0) {
+      throw ShapeError(
+          detail::expected_found("HyperplaneGate::fit activation columns", "at least 1", 0));
+    }
+    check_dim("HyperplaneGate::fit labels (one per activation row)", X.rows(),
+              static_cast<long long>(labels.size()));
+    check_finite("HyperplaneGate::fit activations", X);
+    check_labels(labels);
+
+    const mlp::detail::FeatureStandardization standardization =
+        mlp::detail::standardize_features(X);
+    const mlp::detail::LogisticSolution solution = mlp::detail::solve_logistic_newton(
+        X, standardization, labels, options.C, options.gradient_tolerance, options.max_iterations);
+
+    weight_ = solution.weight;
+    bias_ = solution.bias;
+    mean_ = standardization.mean;
+    scale_ = standardization.scale;
+    constant_features_ = standardization.constant_features;
+    fold();
+    threshold_ = T(0);
+    return GateFitReport{solution.iterations, solution.gradient_norm, solution.objective,
+                         solution.training_accuracy};
+  }
+
+  /// scores[i] = X[i]·w' + b' for X [N, d] into scores [N]. Throws ShapeError if X has other
+  /// than features() columns or scores other than N rows. NaN rows give NaN scores, which never
+  /// exceed a threshold (so route() keeps them on the MLP path). O(N d).
+  void score(const Eigen::Ref<const Activations<T, D>>& X, Eigen::Ref<ColVector<T>> scores) const {
+    check_dim("HyperplaneGate::score activation columns", features(), X.cols());
+    check_dim("HyperplaneGate::score output rows", X.rows(), scores.rows());
+    scores.noalias() = X * folded_weight_;
+    scores.array() += folded_bias_;
+  }
+
+  /// Scores of X [N, d] as a new vector [N]. O(N d).
+  ColVector<T> score(const Eigen::Ref<const Activations<T, D>>& X) const {
+    ColVector<T> scores(X.rows());
+    score(X, scores);
+    return scores;
+  }
+
+  /// The unfolded reference score ((x − μ) ⊘ σ)·w + b per row of X [N, d], in double, for tests of
+  /// the folding. Throws ShapeError on a column mismatch. O(N d).
+  ColVector<double> score_unfolded(const Eigen::Ref<const Activations<T, D>>& X) const {
+    check_dim("HyperplaneGate::score_unfolded activation columns", features(), X.cols());
+    ColVector<double> scores(X.rows());
+    for (Index i = 0; i < X.rows(); ++i) {
+      double sum = bias_;
+      for (Index j = 0; j < X.cols(); ++j) {
+        sum += (static_cast<double>(X(i, j)) - mean_(j)) / scale_(j) * weight_(j);
+      }
+      scores(i) = sum;
+    }
+    return scores;
+  }
+
+  /// linear[i] = 1 iff score(X[i]) > threshold(), for X [N, d]; `linear` is resized to N.
+  /// Throws ShapeError on a column mismatch. O(N d).
+  void route(const Eigen::Ref<const Activations<T, D>>& X,
+             std::vector<std::uint8_t>& linear) const {
+    const ColVector<T> scores = score(X);
+    linear.resize(static_cast<std::size_t>(X.rows()));
+    for (Index i = 0; i < X.rows(); ++i) {
+      linear[static_cast<std::size_t>(i)] = scores(i) > threshold_ ? 1 : 0;
+    }
+  }
+
+  /// Sets (and returns) the threshold so that round(fraction·N) rows of X [N, d] score above it
+  /// (round half away from zero). Without tied scores the count is exact. Equal scores cannot be
+  /// split, so if a group of g equal scores straddles the cut the count becomes the nearer of
+  /// "whole group in" and "whole group out", an exact draw going to the smaller count: off by at
+  /// most floor(g / 2) rows (so within one row while no score occurs more than 3 times). The
+  /// threshold lies midway between the last score let through and the first kept out (where T
+  /// can represent a value strictly between them, else on the lower one); a count of 0 gives
+  /// the maximum score, a count of N the largest T below the minimum score.
+  /// Throws ArgumentError (fraction NaN or outside [0, 1]), ShapeError (no rows, column
+  /// mismatch), NumericError (a NaN score). O(N d + N log N).
+  T calibrate_linear_fraction(const Eigen::Ref<const Activations<T, D>>& X, double fraction) {
+    if (!(fraction >= 0.0 && fraction <= 1.0)) {
+      throw ArgumentError(detail::expected_found(
+          "HyperplaneGate::calibrate_linear_fraction fraction", "a value in [0, 1]", fraction));
+    }
+    if (X.rows() == 0) {
+      throw ShapeError(detail::expected_found(
+          "HyperplaneGate::calibrate_linear_fraction activation rows", "at least 1", 0));
+    }
+    const ColVector<T> scores = score(X);
+    std::vector<T> sorted(scores.data(), scores.data() + scores.size());
+    for (Index i = 0; i < scores.size(); ++i) {
+      if (std::isnan(scores(i))) {
+        throw NumericError(detail::expected_found(
+            "HyperplaneGate::calibrate_linear_fraction score of row " + std::to_string(i),
+            "a number", "NaN"));
+      }
+    }
+    const auto wanted = static_cast<Index>(std::llround(fraction * static_cast<double>(X.rows())));
+    threshold_ = mlp::detail::threshold_for_count(sorted, wanted);
+    return threshold_;
+  }
+
+  /// Routing threshold on the score: linear iff score > threshold.
+  T threshold() const { return threshold_; }
+  /// Sets the routing threshold; ±Inf are allowed (route nothing / everything). ArgumentError on
+  /// NaN.
+  void set_threshold(T threshold) {
+    if (std::isnan(threshold)) {
+      throw ArgumentError(
+          detail::expected_found("HyperplaneGate threshold", "a number or ±Inf", "NaN"));
+    }
+    threshold_ = threshold;
+  }
+
+  /// Folded weight w' = w ⊘ σ [d].
+  const ColVector<T, D>& folded_weight() const { return folded_weight_; }
+  /// Folded bias b' = b − w'·μ.
+  T folded_bias() const { return folded_bias_; }
+  /// Width d the gate scores.
+  Index features() const { return folded_weight_.size(); }
+
+  /// Unfolded weight w [d] of the z-scored features (double).
+  const ColVector<double, D>& unfolded_weight() const { return weight_; }
+  /// Unfolded intercept b (double).
+  double unfolded_bias() const { return bias_; }
+  /// Per-feature mean μ [d] of the training rows.
+  const ColVector<double, D>& feature_mean() const { return mean_; }
+  /// Per-feature scale σ [d] of the training rows (population std; 1 for constant features).
+  const ColVector<double, D>& feature_scale() const { return scale_; }
+  /// Indices of features that were constant in the last fit (their scale was taken as 1).
+  const std::vector<Index>& constant_features() const { return constant_features_; }
+
+ private:
+  static void check_options(const GateFitOptions& options) {
+    if (!(options.C > 0.0) || !std::isfinite(options.C)) {
+      throw ArgumentError(
+          detail::expected_found("GateFitOptions::C", "a finite value > 0", options.C));
+    }
+    if (!(options.gradient_tolerance > 0.0)) {
+      throw ArgumentError(detail::expected_found("GateFitOptions::gradient_tolerance",
+                                                 "a value > 0", options.gradient_tolerance));
+    }
+    if (options.max_iterations < 0) {
+      throw ArgumentError(detail::expected_found("GateFitOptions::max_iterations", "a value >= 0",
+                                                 options.max_iterations));
+    }
+  }
+
+  static void check_labels(std::span<const std::uint8_t> labels) {
+    std::size_t linear = 0;
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      if (labels[i] > 1) {
+        throw ArgumentError(detail::expected_found("HyperplaneGate::fit label " + std::to_string(i),
+                                                   "0 or 1", static_cast<int>(labels[i])));
+      }
+      linear += labels[i];
+    }
+    const std::size_t nonlinear = labels.size() - linear;
+    if (linear == 0 || nonlinear == 0) {
+      throw ArgumentError(detail::expected_found(
+          "HyperplaneGate::fit labels", "both classes (1 = linear OK, 0 = needs the MLP) present",
+          "only class " + std::string(linear == 0 ? "0" : "1") + " (" + std::to_string(linear) +
+              " rows labelled 1, " + std::to_string(nonlinear) + " rows labelled 0)"));
+    }
+  }
+
+  // w' = w ⊘ σ rounded to T; b' = b − ŵ'·μ with the rounded ŵ', so that at x = μ the folded score
+  // is b up to the rounding of b' and of the dot product, whatever the rounding of w' was.
+  void fold() {
+    const Index d = weight_.size();
+    folded_weight_.resize(d);
+    double shifted = bias_;
+    for (Index j = 0; j < d; ++j) {
+      folded_weight_(j) = static_cast<T>(weight_(j) / scale_(j));
+      shifted -= static_cast<double>(folded_weight_(j)) * mean_(j);
+    }
+    folded_bias_ = static_cast<T>(shifted);
+  }
+
+  ColVector<T, D> folded_weight_;  // [d]
+  T folded_bias_ = T(0);
+  T threshold_ = T(0);
+  ColVector<double, D> weight_;  // [d] unfolded w
+  double bias_ = 0.0;
+  ColVector<double, D> mean_;   // [d] μ
+  ColVector<double, D> scale_;  // [d] σ
+  std::vector<Index> constant_features_;
+};
+
+}  // namespace nlb
