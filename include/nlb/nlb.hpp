@@ -11,3 +11,4 @@
 #include "nlb/mlp/mlp.hpp"
 #include "nlb/mlp/ridge_stats.hpp"
 #include "nlb/mlp/ridge_surrogate.hpp"
+#include "nlb/mlp/route_counts.hpp"

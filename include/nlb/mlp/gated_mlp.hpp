@@ -8,19 +8,9 @@
 #include <vector>
 
 #include "nlb/core.hpp"
+#include "nlb/mlp/route_counts.hpp"
 
 namespace nlb {
-
-/// How many rows of one forward pass took each path.
-struct RouteCounts {
-  Index linear = 0;  // rows computed by the surrogate
-  Index full = 0;    // rows computed by the MLP
-  /// Share of rows routed linear (0 for an empty batch).
-  double linear_fraction() const {
-    const Index total = linear + full;
-    return total == 0 ? 0.0 : static_cast<double>(linear) / static_cast<double>(total);
-  }
-};
 
 namespace detail {
 // Sizes agree when equal or when either side is only known at run time.
@@ -41,7 +31,8 @@ inline constexpr int common_size = (A == Dynamic) ? B : A;
 /// threshold = -inf the surrogate. Cost: 2Td (gate) + (1-f)·4Tdh + f·2Td² FLOPs plus O(Td)
 /// copies (PAPERS.md §A5). Soft mode (forward_soft) blends both paths for analysis.
 ///
-/// MlpT: Mlp<T, D, H, ...>; SurrogateT: RidgeSurrogate<T, D, D, ...>; GateT: HyperplaneGate<T, D, ...>.
+/// MlpT: Mlp<T, D, H, ...>; SurrogateT: RidgeSurrogate<T, D, D, ...>; GateT: HyperplaneGate<T, D,
+/// ...>.
 template <class MlpT, class SurrogateT, class GateT>
 class GatedMLP {
  public:
@@ -53,8 +44,8 @@ class GatedMLP {
                     detail::sizes_compatible<MlpT::out_size, SurrogateT::out_size> &&
                     detail::sizes_compatible<MlpT::in_size, GateT::size>,
                 "GatedMLP: MLP, surrogate and gate widths differ at compile time");
-  static constexpr int size = detail::common_size<
-      detail::common_size<MlpT::in_size, SurrogateT::in_size>, GateT::size>;
+  static constexpr int size =
+      detail::common_size<detail::common_size<MlpT::in_size, SurrogateT::in_size>, GateT::size>;
   static_assert(detail::sizes_compatible<size, SurrogateT::out_size>,
                 "GatedMLP: the surrogate must map d to d");
   using Input = Activations<Scalar, size>;
@@ -81,8 +72,7 @@ class GatedMLP {
   }
 
   /// Hard routing. X [T, d] -> Y [T, d] (Y must not alias X). Returns the rows per path.
-  RouteCounts forward(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y,
-                      Workspace& ws) const {
+  RouteCounts forward(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y, Workspace& ws) const {
     check_dim("GatedMLP::forward: input width (d)", features(), X.cols());
     check_dim("GatedMLP::forward: output rows (T)", X.rows(), Y.rows());
     check_dim("GatedMLP::forward: output width (d)", features(), Y.cols());
@@ -93,19 +83,18 @@ class GatedMLP {
     const RouteCounts counts{static_cast<Index>(ws.linear_rows.size()),
                              static_cast<Index>(ws.full_rows.size())};
     if (counts.full == 0) {
-      if (rows > 0) surrogate_.apply(X, Y);
+      if (rows > 0)
+        surrogate_.apply(X, Y);
       return counts;
     }
     if (counts.linear == 0) {
       mlp_.forward(X, Y, ws.mlp);
       return counts;
     }
-    run_group(X, Y, ws.linear_rows, ws, [&](const auto& in, auto& out) {
-      surrogate_.apply(in, out);
-    });
-    run_group(X, Y, ws.full_rows, ws, [&](const auto& in, auto& out) {
-      mlp_.forward(in, out, ws.mlp);
-    });
+    run_group(X, Y, ws.linear_rows, ws,
+              [&](const auto& in, auto& out) { surrogate_.apply(in, out); });
+    run_group(X, Y, ws.full_rows, ws,
+              [&](const auto& in, auto& out) { mlp_.forward(in, out, ws.mlp); });
     return counts;
   }
 

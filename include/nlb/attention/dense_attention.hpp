@@ -1,0 +1,163 @@
+// Standard multi-head causal self-attention, with optional partial rotary positions
+// (GPT-2: none; GPT-NeoX: the first rotary_dims of each head).
+#pragma once
+
+#include <cmath>
+#include <utility>
+
+#include "nlb/core.hpp"
+#include "nlb/kernels/rotary.hpp"
+#include "nlb/kernels/softmax.hpp"
+#include "nlb/model/kv_cache.hpp"
+
+namespace nlb {
+
+/// Weights of one attention layer in nlbudget's layout (Y = X W + b):
+/// w_qkv [d, 3d] holds the Q, K and V projections side by side (columns [0, d), [d, 2d),
+/// [2d, 3d)); within each, head h owns columns [h·d_h, (h+1)·d_h). This is GPT-2's c_attn
+/// layout; GPT-NeoX's per-head interleaved query_key_value is permuted into it at load time.
+template <class T, int D = Dynamic>
+struct AttentionWeights {
+  RowMatrix<T, D, Dynamic> w_qkv;  // [d, 3d]
+  RowVector<T> b_qkv;              // [3d]
+  RowMatrix<T, D, D> w_out;        // [d, d]
+  RowVector<T, D> b_out;           // [d]
+};
+
+/// Multi-head causal attention:
+///   [Q K V] = X w_qkv + b_qkv;  Q, K rotated (first rotary_dims per head);
+///   per head: P = softmax_causal(Q_h K_hᵀ / sqrt(d_h)),  C_h = P V_h;
+///   Y = C w_out + b_out.
+/// X, Y [T, d]. With a KV cache the T new tokens sit at positions [past, past + T) and attend to
+/// every cached position too. Cost per call: 8·T·d² (projections) + 4·T·S·d (scores and
+/// values, S = past + T).
+template <class T, int D = Dynamic, class Backend = backend::cpu>
+class DenseAttention {
+ public:
+  using Scalar = T;
+  static constexpr int size = D;
+  using Input = Activations<T, D>;
+  using Output = Activations<T, D>;
+
+  /// Scratch memory for forward(); reuse it across calls.
+  struct Workspace {
+    Activations<T> qkv;         // [T, 3d]
+    RowMatrix<T> scores;        // [T, S] for one head
+    Activations<T, D> context;  // [T, d]
+  };
+
+  DenseAttention() = default;
+
+  /// Throws ShapeError when the weights do not fit d and the head count, ArgumentError for an
+  /// odd or too large rotary_dims.
+  DenseAttention(AttentionWeights<T, D> weights, Index n_heads, Index rotary_dims = 0,
+                 double rotary_base = 10000.0)
+      : w_(std::move(weights)),
+        n_heads_(n_heads),
+        rotary_dims_(rotary_dims),
+        rotary_base_(rotary_base) {
+    const Index d = w_.w_out.rows();
+    if constexpr (D != Dynamic)
+      check_dim("DenseAttention: width (compile-time d)", D, d);
+    check_dim("DenseAttention: w_out cols (d)", d, w_.w_out.cols());
+    check_dim("DenseAttention: w_qkv rows (d)", d, w_.w_qkv.rows());
+    check_dim("DenseAttention: w_qkv cols (3d)", 3 * d, w_.w_qkv.cols());
+    check_dim("DenseAttention: b_qkv size (3d)", 3 * d, w_.b_qkv.size());
+    check_dim("DenseAttention: b_out size (d)", d, w_.b_out.size());
+    if (n_heads <= 0 || d % n_heads != 0) {
+      throw ShapeError(detail::expected_found(
+          "DenseAttention: head count", "a positive divisor of d = " + std::to_string(d), n_heads));
+    }
+    if (rotary_dims < 0 || rotary_dims % 2 != 0 || rotary_dims > d / n_heads) {
+      throw ArgumentError(detail::expected_found("DenseAttention: rotary dims",
+                                                 "an even number in [0, head dim]", rotary_dims));
+    }
+  }
+
+  /// Y = attention(X). Without a cache X holds positions [0, T); with one, X's tokens follow
+  /// the cached ones and their keys and values are appended (ArgumentError when full).
+  void forward(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y, Workspace& ws,
+               KVCacheLayer<T>* cache = nullptr) const {
+    const Index d = features(), rows = X.rows(), dh = head_dim();
+    check_dim("DenseAttention::forward: input width (d)", d, X.cols());
+    check_dim("DenseAttention::forward: output rows (T)", rows, Y.rows());
+    check_dim("DenseAttention::forward: output width (d)", d, Y.cols());
+    const Index past = cache ? cache->length : 0;
+    if (cache) {
+      check_dim("DenseAttention::forward: cache width (d)", d, cache->keys.cols());
+      if (past + rows > cache->capacity()) {
+        throw ArgumentError(detail::expected_found("DenseAttention::forward: cache positions",
+                                                   "at most " + std::to_string(cache->capacity()),
+                                                   past + rows));
+      }
+    }
+    ws.qkv.resize(rows, 3 * d);
+    ws.qkv.noalias() = X * w_.w_qkv;  // [T, 3d]
+    ws.qkv.rowwise() += w_.b_qkv;
+    rotate(ws.qkv, past);
+
+    const Index span = past + rows;  // S: every position a new token may attend to
+    if (cache) {
+      cache->keys.middleRows(past, rows) = ws.qkv.middleCols(d, d);
+      cache->values.middleRows(past, rows) = ws.qkv.middleCols(2 * d, d);
+      cache->length = span;
+    }
+    const T scale = T(1) / std::sqrt(static_cast<T>(dh));
+    ws.context.resize(rows, d);
+    ws.scores.resize(rows, span);
+    for (Index h = 0; h < n_heads_; ++h) {
+      const auto q = ws.qkv.middleCols(h * dh, dh);  // [T, d_h]
+      if (cache) {
+        attend_head(q, cache->keys.block(0, h * dh, span, dh),
+                    cache->values.block(0, h * dh, span, dh), scale, past, ws, h);
+      } else {
+        attend_head(q, ws.qkv.middleCols(d + h * dh, dh), ws.qkv.middleCols(2 * d + h * dh, dh),
+                    scale, past, ws, h);
+      }
+    }
+    Y.noalias() = ws.context * w_.w_out;  // [T, d]
+    Y.rowwise() += w_.b_out;
+  }
+
+  Index features() const { return w_.w_out.rows(); }
+  Index heads() const { return n_heads_; }
+  Index head_dim() const { return n_heads_ > 0 ? features() / n_heads_ : 0; }
+  Index rotary_dims() const { return rotary_dims_; }
+  double rotary_base() const { return rotary_base_; }
+  const AttentionWeights<T, D>& weights() const { return w_; }
+
+ private:
+  // Rotates the first rotary_dims of every Q and K head of positions [past, past + T).
+  void rotate(Activations<T>& qkv, Index past) const {
+    if (rotary_dims_ == 0)
+      return;
+    const Index d = features(), dh = head_dim(), half = rotary_dims_ / 2;
+    const auto angles = kernels::rotary_angles<T>(past, qkv.rows(), rotary_dims_, rotary_base_);
+    for (Index t = 0; t < qkv.rows(); ++t) {
+      const T* cos = angles.cos.data() + t * half;
+      const T* sin = angles.sin.data() + t * half;
+      for (Index h = 0; h < n_heads_; ++h) {
+        kernels::rotate_half(Backend{}, &qkv(t, h * dh), rotary_dims_, cos, sin);      // Q
+        kernels::rotate_half(Backend{}, &qkv(t, d + h * dh), rotary_dims_, cos, sin);  // K
+      }
+    }
+  }
+
+  template <class QBlock, class KBlock, class VBlock>
+  void attend_head(const QBlock& q, const KBlock& k, const VBlock& v, T scale, Index past,
+                   Workspace& ws, Index h) const {
+    const Index rows = q.rows(), span = k.rows();
+    ws.scores.noalias() = (q * k.transpose()) * scale;  // [T, S]
+    for (Index t = 0; t < rows; ++t) {
+      kernels::softmax(Backend{}, ws.scores.row(t).data(), span, past + t + 1);  // causal
+    }
+    ws.context.middleCols(h * head_dim(), head_dim()).noalias() = ws.scores * v;  // [T, d_h]
+  }
+
+  AttentionWeights<T, D> w_;
+  Index n_heads_ = 0;
+  Index rotary_dims_ = 0;
+  double rotary_base_ = 10000.0;
+};
+
+}  // namespace nlb

@@ -1,0 +1,125 @@
+// One transformer block: LayerNorm → attention, LayerNorm → MLP, residual adds, either
+// sequential (GPT-2) or parallel (GPT-NeoX).
+#pragma once
+
+#include <utility>
+
+#include "nlb/core.hpp"
+#include "nlb/kernels/layer_norm.hpp"
+#include "nlb/mlp/route_counts.hpp"
+#include "nlb/model/kv_cache.hpp"
+#include "nlb/model/taps.hpp"
+
+namespace nlb {
+
+/// LayerNorm parameters: gamma, beta [d].
+template <class T, int D = Dynamic>
+struct LayerNormWeights {
+  RowVector<T, D> gamma;
+  RowVector<T, D> beta;
+};
+
+/// A block over a residual stream x [T, d]:
+///   sequential: x ← x + attn(ln1 x);  x ← x + mlp(ln2 x)
+///   parallel:   x ← x + attn(ln1 x) + mlp(ln2 x)
+/// AttnT: DenseAttention-like (forward(X, Y, ws, cache)); MlpT: anything with
+/// forward(X, Y) — Mlp, GatedMLP (hard routing) or MlpSlot — or a RidgeSurrogate (apply).
+template <class T, int D, class AttnT, class MlpT, class Backend = backend::cpu>
+class Block {
+ public:
+  using Scalar = T;
+  static constexpr int size = D;
+  using Stream = Activations<T, D>;
+  using Attention = AttnT;
+  using MlpType = MlpT;
+
+  /// Scratch memory, reused across calls.
+  struct Workspace {
+    Stream normed, attn_out, mlp_in, mlp_out;
+    typename AttnT::Workspace attn;
+  };
+
+  Block(LayerNormWeights<T, D> ln1, AttnT attn, LayerNormWeights<T, D> ln2, MlpT mlp,
+        bool parallel_residual, T layer_norm_eps)
+      : ln1_(std::move(ln1)),
+        attn_(std::move(attn)),
+        ln2_(std::move(ln2)),
+        mlp_(std::move(mlp)),
+        parallel_(parallel_residual),
+        eps_(layer_norm_eps) {
+    const Index d = attn_.features();
+    check_dim("Block: ln_1 size (d)", d, ln1_.gamma.size());
+    check_dim("Block: ln_1 bias size (d)", d, ln1_.beta.size());
+    check_dim("Block: ln_2 size (d)", d, ln2_.gamma.size());
+    check_dim("Block: ln_2 bias size (d)", d, ln2_.beta.size());
+    check_dim("Block: MLP width (d)", d, mlp_.in_features());
+  }
+
+  /// Advances the residual stream x [T, d] through this block in place.
+  template <class Taps = NoTaps>
+  void forward(Stream& x, Workspace& ws, Index layer, KVCacheLayer<T>* cache = nullptr,
+               Taps&& taps = {}, RouteCounts* counts = nullptr) const {
+    const Index rows = x.rows(), d = x.cols();
+    detail::fire(taps, Tap::block_input, layer, x);
+    ws.normed.resize(rows, d);
+    kernels::layer_norm_rows(Backend{}, x, ws.normed, ln1_.gamma, ln1_.beta, eps_);
+    ws.attn_out.resize(rows, d);
+    attn_.forward(ws.normed, ws.attn_out, ws.attn, cache);
+    detail::fire(taps, Tap::attn_output, layer, ws.attn_out);
+    ws.mlp_in.resize(rows, d);
+    if (parallel_) {
+      kernels::layer_norm_rows(Backend{}, x, ws.mlp_in, ln2_.gamma, ln2_.beta, eps_);
+    } else {
+      x += ws.attn_out;
+      kernels::layer_norm_rows(Backend{}, x, ws.mlp_in, ln2_.gamma, ln2_.beta, eps_);
+    }
+    detail::fire(taps, Tap::mlp_input, layer, ws.mlp_in);
+    ws.mlp_out.resize(rows, d);
+    run_mlp(ws.mlp_in, ws.mlp_out, counts);
+    detail::fire(taps, Tap::mlp_output, layer, ws.mlp_out);
+    if (parallel_) {
+      x += ws.attn_out + ws.mlp_out;
+    } else {
+      x += ws.mlp_out;
+    }
+    detail::fire(taps, Tap::block_output, layer, x);
+  }
+
+  const AttnT& attention() const { return attn_; }
+  const MlpT& mlp() const { return mlp_; }
+  MlpT& mlp() { return mlp_; }
+  const LayerNormWeights<T, D>& ln1() const { return ln1_; }
+  const LayerNormWeights<T, D>& ln2() const { return ln2_; }
+  bool parallel_residual() const { return parallel_; }
+  T layer_norm_eps() const { return eps_; }
+
+ private:
+  void run_mlp(const Stream& in, Stream& out, RouteCounts* counts) const {
+    if constexpr (requires { mlp_.forward(in, out, counts); }) {
+      mlp_.forward(in, out, counts);  // MlpSlot
+    } else if constexpr (requires { mlp_.apply(in, out); }) {
+      mlp_.apply(in, out);  // RidgeSurrogate
+      if (counts)
+        counts->linear += in.rows();
+    } else if constexpr (requires { RouteCounts(mlp_.forward(in, out)); }) {
+      const RouteCounts c = mlp_.forward(in, out);  // GatedMLP
+      if (counts) {
+        counts->linear += c.linear;
+        counts->full += c.full;
+      }
+    } else {
+      mlp_.forward(in, out);  // Mlp
+      if (counts)
+        counts->full += in.rows();
+    }
+  }
+
+  LayerNormWeights<T, D> ln1_;
+  AttnT attn_;
+  LayerNormWeights<T, D> ln2_;
+  MlpT mlp_;
+  bool parallel_ = false;
+  T eps_ = T(1e-5);
+};
+
+}  // namespace nlb

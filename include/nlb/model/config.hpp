@@ -1,0 +1,191 @@
+// The architecture of a reference transformer, read from a Hugging Face config.json.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "nlb/core.hpp"
+
+namespace nlb {
+
+/// The two model families of the papers (PAPERS §A, §B).
+enum class Architecture {
+  gpt2,     // sequential residual, learned positions, tanh GELU, tied unembedding
+  gpt_neox  // parallel residual (usually), partial rotary, exact GELU, separate unembedding
+};
+
+/// Which GELU the MLP uses.
+enum class ActivationKind { gelu_tanh, gelu_erf };
+
+/// Hyperparameters of a GPT-2 or GPT-NeoX model. Sizes are run-time values; a fixed-size
+/// model checks them against its compile-time sizes.
+struct ModelConfig {
+  Architecture architecture = Architecture::gpt2;
+  Index vocab_size = 0;
+  Index d_model = 0;  // residual width d
+  Index n_layers = 0;
+  Index n_heads = 0;
+  Index d_hidden = 0;     // MLP hidden width h
+  Index n_positions = 0;  // longest sequence (GPT-2: rows of wpe)
+  double layer_norm_eps = 1e-5;
+  ActivationKind activation = ActivationKind::gelu_tanh;
+  bool parallel_residual = false;  // x + attn(ln1 x) + mlp(ln2 x) (GPT-NeoX)
+  double rotary_pct = 0.0;         // share of each head's dims that are rotated (GPT-NeoX)
+  double rotary_base = 10000.0;
+  bool tied_embeddings = true;  // unembedding = token embedding (GPT-2)
+  bool attention_bias = true;   // q/k/v and output projections have biases
+
+  Index head_dim() const { return n_heads > 0 ? d_model / n_heads : 0; }
+  /// Rotated dims per head: int(head_dim · rotary_pct), as Hugging Face computes it.
+  Index rotary_dims() const {
+    return static_cast<Index>(static_cast<double>(head_dim()) * rotary_pct);
+  }
+};
+
+namespace detail {
+
+inline const nlohmann::json& config_key(const nlohmann::json& j, const std::string& file,
+                                        const std::string& key) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    throw FormatError(file + ": missing config key \"" + key + "\"");
+  }
+  return *it;
+}
+
+inline Index config_size(const nlohmann::json& j, const std::string& file, const std::string& key) {
+  const auto& v = config_key(j, file, key);
+  if (!v.is_number_integer() || v.get<long long>() <= 0) {
+    throw FormatError(
+        expected_found(file + ": config key \"" + key + "\"", "a positive integer", v.dump()));
+  }
+  return static_cast<Index>(v.get<long long>());
+}
+
+inline double config_number(const nlohmann::json& j, const std::string& file,
+                            const std::string& key) {
+  const auto& v = config_key(j, file, key);
+  if (!v.is_number()) {
+    throw FormatError(expected_found(file + ": config key \"" + key + "\"", "a number", v.dump()));
+  }
+  return v.get<double>();
+}
+
+// An optional key, or `fallback` when absent or null.
+template <class V>
+V config_optional(const nlohmann::json& j, const std::string& file, const std::string& key,
+                  V fallback) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null())
+    return fallback;
+  try {
+    return it->get<V>();
+  } catch (const nlohmann::json::exception&) {
+    throw FormatError(file + ": config key \"" + key + "\" has the wrong type: " + it->dump());
+  }
+}
+
+inline ActivationKind config_activation(const std::string& file, const std::string& key,
+                                        const std::string& name) {
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") {
+    return ActivationKind::gelu_tanh;
+  }
+  if (name == "gelu")
+    return ActivationKind::gelu_erf;
+  throw FormatError(expected_found(file + ": config key \"" + key + "\"",
+                                   "\"gelu_new\", \"gelu_pytorch_tanh\" or \"gelu\"",
+                                   "\"" + name + "\""));
+}
+
+}  // namespace detail
+
+/// Parses a Hugging Face config.json for model_type "gpt2" or "gpt_neox".
+/// GPT-2 keys: n_embd, n_layer, n_head, n_positions (or n_ctx), vocab_size, layer_norm_epsilon,
+/// activation_function, n_inner (null = 4·n_embd). GPT-NeoX keys: hidden_size,
+/// num_hidden_layers, num_attention_heads, intermediate_size, max_position_embeddings,
+/// vocab_size, layer_norm_eps, hidden_act, rotary_pct, rotary_emb_base (or rope_theta),
+/// use_parallel_residual, tie_word_embeddings, attention_bias.
+/// Throws FormatError naming the file and key on a missing key, a wrong type, an unknown
+/// model_type or an inconsistent shape (d not divisible by the heads).
+inline ModelConfig parse_hf_config(const nlohmann::json& j, const std::string& file) {
+  if (!j.is_object())
+    throw FormatError(file + ": config is not a JSON object");
+  const auto model_type = detail::config_optional<std::string>(j, file, "model_type", "");
+  ModelConfig c;
+  if (model_type == "gpt2") {
+    c.architecture = Architecture::gpt2;
+    c.d_model = detail::config_size(j, file, "n_embd");
+    c.n_layers = detail::config_size(j, file, "n_layer");
+    c.n_heads = detail::config_size(j, file, "n_head");
+    c.vocab_size = detail::config_size(j, file, "vocab_size");
+    c.n_positions = j.contains("n_positions") ? detail::config_size(j, file, "n_positions")
+                                              : detail::config_size(j, file, "n_ctx");
+    c.d_hidden = detail::config_optional<long long>(j, file, "n_inner", 4 * c.d_model);
+    c.layer_norm_eps = detail::config_number(j, file, "layer_norm_epsilon");
+    c.activation = detail::config_activation(
+        file, "activation_function",
+        detail::config_optional<std::string>(j, file, "activation_function", "gelu_new"));
+    c.parallel_residual = false;
+    c.tied_embeddings = detail::config_optional<bool>(j, file, "tie_word_embeddings", true);
+    c.attention_bias = true;
+  } else if (model_type == "gpt_neox") {
+    c.architecture = Architecture::gpt_neox;
+    c.d_model = detail::config_size(j, file, "hidden_size");
+    c.n_layers = detail::config_size(j, file, "num_hidden_layers");
+    c.n_heads = detail::config_size(j, file, "num_attention_heads");
+    c.vocab_size = detail::config_size(j, file, "vocab_size");
+    c.n_positions = detail::config_size(j, file, "max_position_embeddings");
+    c.d_hidden = detail::config_size(j, file, "intermediate_size");
+    c.layer_norm_eps = detail::config_number(j, file, "layer_norm_eps");
+    c.activation = detail::config_activation(
+        file, "hidden_act", detail::config_optional<std::string>(j, file, "hidden_act", "gelu"));
+    c.parallel_residual = detail::config_optional<bool>(j, file, "use_parallel_residual", true);
+    c.rotary_pct = detail::config_optional<double>(j, file, "rotary_pct", 1.0);
+    c.rotary_base = j.contains("rotary_emb_base")
+                        ? detail::config_number(j, file, "rotary_emb_base")
+                        : detail::config_optional<double>(j, file, "rope_theta", 10000.0);
+    c.tied_embeddings = detail::config_optional<bool>(j, file, "tie_word_embeddings", false);
+    c.attention_bias = detail::config_optional<bool>(j, file, "attention_bias", true);
+  } else {
+    throw FormatError(detail::expected_found(file + ": config key \"model_type\"",
+                                             "\"gpt2\" or \"gpt_neox\"", "\"" + model_type + "\""));
+  }
+  if (c.d_model % c.n_heads != 0) {
+    throw FormatError(detail::expected_found(
+        file + ": hidden size " + std::to_string(c.d_model) + " over " + std::to_string(c.n_heads) +
+            " heads",
+        "a multiple of the head count", "a remainder of " + std::to_string(c.d_model % c.n_heads)));
+  }
+  if (c.d_hidden <= 0)
+    throw FormatError(file + ": MLP hidden size must be positive");
+  if (!(c.layer_norm_eps > 0.0)) {
+    throw FormatError(detail::expected_found(file + ": layer norm eps", "> 0", c.layer_norm_eps));
+  }
+  if (c.rotary_pct < 0.0 || c.rotary_pct > 1.0) {
+    throw FormatError(
+        detail::expected_found(file + ": rotary_pct", "a value in [0, 1]", c.rotary_pct));
+  }
+  if (c.rotary_dims() % 2 != 0) {
+    throw FormatError(
+        detail::expected_found(file + ": rotary dims per head", "an even number", c.rotary_dims()));
+  }
+  return c;
+}
+
+/// Reads and parses `path` (a config.json). Throws FormatError naming the file.
+inline ModelConfig read_hf_config(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw FormatError(path.string() + ": cannot open config file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(path.string() + ": config is not valid JSON: " + e.what());
+  }
+  return parse_hf_config(j, path.string());
+}
+
+}  // namespace nlb

@@ -1,0 +1,85 @@
+// What a loaded (Dynamic-size) model's layer runs as its MLP: the full Mlp, a RidgeSurrogate
+// or a GatedMLP, chosen at run time so tools can swap one layer and measure (DESIGN.md §3).
+#pragma once
+
+#include <utility>
+#include <variant>
+
+#include "nlb/mlp/gated_mlp.hpp"
+#include "nlb/mlp/hyperplane_gate.hpp"
+#include "nlb/mlp/mlp.hpp"
+#include "nlb/mlp/ridge_surrogate.hpp"
+
+namespace nlb {
+
+/// A per-layer variant of the MLP kinds. forward() dispatches with std::visit once per call
+/// (per layer and batch, never per token).
+template <class T, class Backend = backend::cpu>
+class MlpSlot {
+ public:
+  using Scalar = T;
+  static constexpr int in_size = Dynamic;
+  static constexpr int out_size = Dynamic;
+  using MlpTanh = Mlp<T, Dynamic, Dynamic, GeluTanh, Backend>;
+  using MlpErf = Mlp<T, Dynamic, Dynamic, GeluErf, Backend>;
+  using Surrogate = RidgeSurrogate<T, Dynamic, Dynamic, Backend>;
+  using Gate = HyperplaneGate<T, Dynamic, Backend>;
+  using GatedTanh = GatedMLP<MlpTanh, Surrogate, Gate>;
+  using GatedErf = GatedMLP<MlpErf, Surrogate, Gate>;
+  using Variant = std::variant<MlpTanh, MlpErf, Surrogate, GatedTanh, GatedErf>;
+
+  MlpSlot() = default;
+  template <class Kind>
+  requires std::is_constructible_v<Variant, Kind&&> MlpSlot(Kind&& kind)
+      : kind_(std::forward<Kind>(kind)) {}  // NOLINT: implicit by design
+
+  /// Y = this layer's MLP(X). X, Y [T, d]. Rows routed by a gate are added to `counts`.
+  void forward(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
+               RouteCounts* counts = nullptr) const {
+    std::visit(
+        [&](const auto& mlp) {
+          using Kind = std::decay_t<decltype(mlp)>;
+          if constexpr (std::is_same_v<Kind, Surrogate>) {
+            mlp.apply(X, Y);
+            if (counts)
+              counts->linear += X.rows();
+          } else if constexpr (std::is_same_v<Kind, GatedTanh> || std::is_same_v<Kind, GatedErf>) {
+            const RouteCounts c = mlp.forward(X, Y);
+            if (counts) {
+              counts->linear += c.linear;
+              counts->full += c.full;
+            }
+          } else {
+            mlp.forward(X, Y);
+            if (counts)
+              counts->full += X.rows();
+          }
+        },
+        kind_);
+  }
+
+  Index in_features() const {
+    return std::visit(
+        [](const auto& mlp) {
+          if constexpr (requires { mlp.in_features(); }) {
+            return mlp.in_features();
+          } else {
+            return mlp.features();
+          }
+        },
+        kind_);
+  }
+  Index out_features() const { return in_features(); }
+
+  const Variant& kind() const { return kind_; }
+  Variant& kind() { return kind_; }
+  /// True when this slot runs the full MLP (either activation).
+  bool is_full() const {
+    return std::holds_alternative<MlpTanh>(kind_) || std::holds_alternative<MlpErf>(kind_);
+  }
+
+ private:
+  Variant kind_;
+};
+
+}  // namespace nlb

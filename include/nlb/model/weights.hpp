@@ -1,0 +1,96 @@
+// Every parameter of a GPT-2 or GPT-NeoX model in nlbudget's layout (Y = X W + b, weights
+// [d_in, d_out]), independent of the file it came from; and the builders that turn it into a
+// Dynamic Transformer or a fixed-size one.
+#pragma once
+
+#include <array>
+#include <utility>
+#include <vector>
+
+#include "nlb/model/transformer.hpp"
+
+namespace nlb {
+
+/// One layer's MLP weights: W_fc [d, h], b_fc [h], W_proj [h, d], b_proj [d].
+template <class T>
+struct MlpWeights {
+  RowMatrix<T> w_fc;
+  RowVector<T> b_fc;
+  RowMatrix<T> w_proj;
+  RowVector<T> b_proj;
+};
+
+/// One block's weights.
+template <class T>
+struct BlockWeights {
+  LayerNormWeights<T> ln1;
+  AttentionWeights<T> attention;
+  LayerNormWeights<T> ln2;
+  MlpWeights<T> mlp;
+};
+
+/// A whole model's weights and its configuration.
+template <class T>
+struct ModelWeights {
+  ModelConfig config;
+  EmbeddingWeights<T> embeddings;
+  std::vector<BlockWeights<T>> blocks;
+};
+
+/// A loaded model's Dynamic-size Transformer; each layer's MLP slot holds the full Mlp with
+/// the configured GELU.
+template <class T, class Backend = backend::cpu>
+Transformer<T, Backend> make_transformer(const ModelWeights<T>& w) {
+  using Slot = MlpSlot<T, Backend>;
+  const ModelConfig& c = w.config;
+  std::vector<DynamicBlock<T, Backend>> blocks;
+  blocks.reserve(w.blocks.size());
+  for (const auto& b : w.blocks) {
+    Slot slot =
+        c.activation == ActivationKind::gelu_tanh
+            ? Slot(typename Slot::MlpTanh(b.mlp.w_fc, b.mlp.b_fc, b.mlp.w_proj, b.mlp.b_proj))
+            : Slot(typename Slot::MlpErf(b.mlp.w_fc, b.mlp.b_fc, b.mlp.w_proj, b.mlp.b_proj));
+    blocks.emplace_back(
+        b.ln1,
+        DenseAttention<T, Dynamic, Backend>(b.attention, c.n_heads, c.rotary_dims(), c.rotary_base),
+        b.ln2, std::move(slot), c.parallel_residual, static_cast<T>(c.layer_norm_eps));
+  }
+  return Transformer<T, Backend>(c, w.embeddings, std::move(blocks));
+}
+
+/// The same model as a type: width D, hidden width H, activation Act and N layers fixed at
+/// compile time. Throws ShapeError when the weights do not have those sizes, ArgumentError when
+/// the configured activation is not Act.
+template <class T, int D, int H, class Act, std::size_t N, class Backend = backend::cpu>
+FixedTransformer<T, D, H, Act, N, Backend> make_fixed_transformer(const ModelWeights<T>& w) {
+  const ModelConfig& c = w.config;
+  check_dim("make_fixed_transformer: layer count (compile-time)", static_cast<Index>(N),
+            c.n_layers);
+  const bool tanh = c.activation == ActivationKind::gelu_tanh;
+  if (tanh != std::is_same_v<Act, GeluTanh>) {
+    throw ArgumentError(detail::expected_found("make_fixed_transformer: activation", Act::name,
+                                               tanh ? "gelu_new" : "gelu"));
+  }
+  using BlockT = FixedBlock<T, D, H, Act, Backend>;
+  auto make_block = [&](std::size_t i) {
+    const auto& b = w.blocks.at(i);
+    return BlockT(
+        LayerNormWeights<T, D>{b.ln1.gamma, b.ln1.beta},
+        DenseAttention<T, D, Backend>(AttentionWeights<T, D>{b.attention.w_qkv, b.attention.b_qkv,
+                                                             b.attention.w_out, b.attention.b_out},
+                                      c.n_heads, c.rotary_dims(), c.rotary_base),
+        LayerNormWeights<T, D>{b.ln2.gamma, b.ln2.beta},
+        Mlp<T, D, H, Act, Backend>(b.mlp.w_fc, b.mlp.b_fc, b.mlp.w_proj, b.mlp.b_proj),
+        c.parallel_residual, static_cast<T>(c.layer_norm_eps));
+  };
+  auto layers = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::make_tuple(make_block(I)...);
+  }
+  (std::make_index_sequence<N>{});
+  const auto& e = w.embeddings;
+  EmbeddingWeights<T, D> embeddings{
+      e.token, e.position, {e.final_norm.gamma, e.final_norm.beta}, e.unembedding};
+  return FixedTransformer<T, D, H, Act, N, Backend>(c, std::move(embeddings), std::move(layers));
+}
+
+}  // namespace nlb

@@ -1,0 +1,46 @@
+// MlpSlot: the run-time MLP kind of a loaded model's layer dispatches to the right component.
+#include <boost/test/unit_test.hpp>
+#include <limits>
+
+#include "nlb/model/mlp_slot.hpp"
+#include "random_mlp.hpp"
+
+namespace {
+using Slot = nlb::MlpSlot<double>;
+using nlb::test::normal_matrix;
+
+Slot::MlpErf random_mlp() {
+  return {normal_matrix<double>(6, 24, 0.3, 1), normal_matrix<double>(1, 24, 0.1, 2),
+          normal_matrix<double>(24, 6, 0.3, 3), normal_matrix<double>(1, 6, 0.1, 4)};
+}
+Slot::Surrogate random_surrogate() {
+  return {normal_matrix<double>(6, 6, 0.3, 5), normal_matrix<double>(1, 6, 0.1, 6)};
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(slot_dispatches_and_counts_rows) {
+  const auto X = normal_matrix<double>(10, 6, 1.0, 9);
+  nlb::Activations<double> Y(10, 6);
+  nlb::RouteCounts counts;
+
+  const Slot full(random_mlp());
+  BOOST_TEST(full.is_full());
+  full.forward(X, Y, &counts);
+  BOOST_TEST((Y.array() == random_mlp().forward(X).array()).all());
+  BOOST_TEST(counts.full == 10);
+
+  const Slot linear(random_surrogate());
+  BOOST_TEST(!linear.is_full());
+  linear.forward(X, Y, &counts);
+  BOOST_TEST((Y.array() == random_surrogate().apply(X).array()).all());
+  BOOST_TEST(counts.linear == 10);
+
+  // A gate that sends every row linear: the gated slot equals the surrogate and counts them.
+  const Slot gated(Slot::GatedErf(
+      random_mlp(), random_surrogate(),
+      Slot::Gate(nlb::ColVector<double>::Zero(6), 0.0, -std::numeric_limits<double>::infinity())));
+  gated.forward(X, Y, &counts);
+  BOOST_TEST((Y.array() == random_surrogate().apply(X).array()).all());
+  BOOST_TEST(counts.linear == 20);
+  BOOST_TEST(gated.in_features() == 6);
+}

@@ -1,0 +1,214 @@
+// The reference transformer against the PyTorch fixtures (tools/python/make_fixtures.py):
+// logits, every tap and the eval-protocol perplexity of both shipped models; F16/BF16 weight
+// copies; fixed-size vs Dynamic models; KV-cache decoding vs full recompute.
+#include <boost/test/unit_test.hpp>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "nlb/io/safetensors.hpp"
+#include "nlb/io/token_file.hpp"
+#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/loss.hpp"
+#include "tolerances.hpp"
+
+namespace {
+
+using nlb::Index;
+const std::filesystem::path source_dir = NLB_SOURCE_DIR;
+
+std::filesystem::path model_dir(const std::string& name) {
+  return source_dir / "models" / name;
+}
+std::filesystem::path fixture(const std::string& name) {
+  return source_dir / "tests/fixtures" / name;
+}
+
+// max |a − b| / max |b|: the error measure of the tolerance table for whole tensors.
+template <class A, class B>
+double relative_to_max(const A& a, const B& b) {
+  const Eigen::MatrixXd bd = b.template cast<double>();
+  const double scale = std::max(bd.cwiseAbs().maxCoeff(), 1e-30);
+  return (a.template cast<double>() - bd).cwiseAbs().maxCoeff() / scale;
+}
+
+// Window w of a [windows, T, n] fixture tensor as a [T, n] matrix.
+Eigen::MatrixXd window_of(const nlb::io::SafetensorsFile& f, const std::string& name, Index w) {
+  const auto& info = f.info(name);
+  BOOST_REQUIRE(info.shape.size() == 3u);
+  const auto all = f.read<double>(name);
+  const Index T = info.shape[1], n = info.shape[2];
+  Eigen::MatrixXd m(T, n);
+  for (Index t = 0; t < T; ++t) {
+    for (Index j = 0; j < n; ++j)
+      m(t, j) = all[static_cast<std::size_t>((w * T + t) * n + j)];
+  }
+  return m;
+}
+
+std::vector<std::int32_t> window_tokens(const nlb::io::SafetensorsFile& f, Index w) {
+  const auto& info = f.info("tokens");
+  const auto all = f.read<std::int64_t>("tokens");
+  const Index T = info.shape[1];
+  return std::vector<std::int32_t>(all.begin() + w * T, all.begin() + (w + 1) * T);
+}
+
+template <class T>
+void check_against_fixture(const std::string& name, double logits_bound, double tap_bound) {
+  const auto model = nlb::load_model<T>(model_dir(name));
+  const auto ref = nlb::io::SafetensorsFile::open(fixture(name + "-reference.safetensors"));
+  const Index windows = ref.info("tokens").shape[0];
+  BOOST_REQUIRE(windows >= 1);
+  double worst_logits = 0, worst_tap = 0;
+  std::string worst_tap_name;
+  for (Index w = 0; w < windows; ++w) {
+    const auto tokens = window_tokens(ref, w);
+    std::map<std::string, Eigen::MatrixXd> taps;
+    nlb::RowMatrix<T> logits;
+    model.forward(tokens, logits, [&](nlb::Tap tap, Index layer, const auto& m) {
+      const std::string key = tap == nlb::Tap::embedding ? "tap.embedding"
+                                                         : "tap." + std::to_string(layer) + "." +
+                                                               std::string(nlb::tap_name(tap));
+      taps[key] = m.template cast<double>();
+    });
+    worst_logits = std::max(worst_logits, relative_to_max(logits, window_of(ref, "logits_f64", w)));
+    BOOST_TEST(taps.size() == 1u + 5u * static_cast<std::size_t>(model.config().n_layers));
+    for (const auto& [key, value] : taps) {
+      const double err = relative_to_max(value, window_of(ref, key, w));
+      if (err > worst_tap) {
+        worst_tap = err;
+        worst_tap_name = key;
+      }
+    }
+    // Per-position loss as the fixture's (loss [windows, T − 1]).
+    const auto loss = nlb::next_token_losses(logits, tokens);
+    const auto ref_loss = ref.read<double>("loss");
+    double worst_loss = 0;
+    for (std::size_t t = 0; t < loss.size(); ++t) {
+      worst_loss = std::max(
+          worst_loss, std::abs(loss[t] - ref_loss[static_cast<std::size_t>(w) * loss.size() + t]));
+    }
+    BOOST_TEST(worst_loss <=
+               logits_bound * 50);  // loss is O(1): an absolute bound of the same order
+  }
+  BOOST_TEST_MESSAGE(name << " <" << (sizeof(T) == 4 ? "float" : "double")
+                          << ">: logits max error / max |logit| " << worst_logits << ", worst tap "
+                          << worst_tap_name << " " << worst_tap);
+  BOOST_TEST(worst_logits <= logits_bound);
+  BOOST_TEST(worst_tap <= tap_bound);
+}
+
+void check_perplexity(const std::string& name) {
+  std::ifstream in(fixture(name + "-ppl.json"));
+  BOOST_REQUIRE_MESSAGE(in.good(), "missing fixture " << fixture(name + "-ppl.json"));
+  const auto j = nlohmann::json::parse(in);
+  const auto model = nlb::load_model<float>(model_dir(name));
+  BOOST_REQUIRE(j.at("runs").size() >= 2u);
+  for (const auto& entry : j.at("runs")) {
+    const auto tokens = nlb::io::read_text_tokens(source_dir / entry.at("text").get<std::string>());
+    const Index windows = entry.at("windows").get<Index>();
+    const Index context = entry.at("context").get<Index>();
+    const auto r = nlb::evaluate_perplexity(model, tokens, context, windows);
+    const double ref = entry.at("ppl").get<double>();
+    BOOST_TEST_MESSAGE(name << " PPL over " << r.windows << " windows: " << r.ppl << " (PyTorch "
+                            << ref << ")");
+    BOOST_TEST(r.windows == windows);
+    BOOST_TEST(r.predicted_tokens == entry.at("predicted_tokens").get<Index>());
+    BOOST_TEST(std::abs(r.ppl / ref - 1) <= nlb::test::tol::model_ppl_rel);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(tiny_gpt2_matches_pytorch) {
+  check_against_fixture<float>("tiny-gpt2", nlb::test::tol::model_f32_rel,
+                               nlb::test::tol::model_f32_rel);
+  check_against_fixture<double>("tiny-gpt2", nlb::test::tol::model_f64_rel,
+                                nlb::test::tol::model_f64_rel);
+}
+
+BOOST_AUTO_TEST_CASE(tiny_neox_matches_pytorch) {
+  check_against_fixture<float>("tiny-neox", nlb::test::tol::model_f32_rel,
+                               nlb::test::tol::model_f32_rel);
+  check_against_fixture<double>("tiny-neox", nlb::test::tol::model_f64_rel,
+                                nlb::test::tol::model_f64_rel);
+}
+
+BOOST_AUTO_TEST_CASE(eval_protocol_perplexity_matches_pytorch) {
+  check_perplexity("tiny-gpt2");
+  check_perplexity("tiny-neox");
+}
+
+BOOST_AUTO_TEST_CASE(half_precision_weight_copies_load_and_match) {
+  for (const std::string tag : {"f16", "bf16"}) {
+    const auto model = nlb::load_model<float>(fixture("tiny-gpt2-" + tag));
+    const auto ref =
+        nlb::io::SafetensorsFile::open(fixture("tiny-gpt2-" + tag + "-logits.safetensors"));
+    const auto tokens = window_tokens(ref, 0);
+    nlb::RowMatrix<float> logits;
+    model.forward(tokens, logits);
+    const double err = relative_to_max(logits, window_of(ref, "logits_f64", 0));
+    BOOST_TEST_MESSAGE("tiny-gpt2 " << tag << " weights: logits error " << err);
+    // The fixture was computed from the same rounded weights, so only our float32 arithmetic
+    // differs: the fp32 bound holds.
+    BOOST_TEST(err <= nlb::test::tol::model_f32_rel);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fixed_size_model_equals_dynamic_model) {
+  const auto weights = nlb::load_model_weights<float>(model_dir("tiny-gpt2"));
+  const auto dynamic = nlb::make_transformer<float>(weights);
+  BOOST_REQUIRE(weights.config.d_model == 128 && weights.config.d_hidden == 512 &&
+                weights.config.n_layers == 4);
+  const auto fixed = nlb::make_fixed_transformer<float, 128, 512, nlb::GeluTanh, 4>(weights);
+  const auto ref = nlb::io::SafetensorsFile::open(fixture("tiny-gpt2-reference.safetensors"));
+  const auto tokens = window_tokens(ref, 0);
+  nlb::RowMatrix<float> a, b;
+  dynamic.forward(tokens, a);
+  fixed.forward(tokens, b);
+  const double err = relative_to_max(b, a);
+  BOOST_TEST_MESSAGE("fixed vs Dynamic tiny-gpt2 logits: " << err);
+  BOOST_TEST(err <= nlb::test::tol::fixed_vs_dynamic_rel);
+}
+
+BOOST_AUTO_TEST_CASE(kv_cache_decoding_equals_full_recompute) {
+  for (const std::string name : {"tiny-gpt2", "tiny-neox"}) {
+    const auto model = nlb::load_model<double>(model_dir(name));
+    const auto ref = nlb::io::SafetensorsFile::open(fixture(name + "-reference.safetensors"));
+    auto tokens = window_tokens(ref, 1);
+    tokens.resize(40);
+    nlb::RowMatrix<double> full;
+    model.forward(tokens, full);
+    // A prompt of 7 tokens, then chunks of 1, 2, 3, ... tokens through the cache.
+    auto cache = model.make_cache();
+    nlb::RowMatrix<double> part;
+    std::size_t start = 0, chunk = 7;
+    double err = 0;
+    while (start < tokens.size()) {
+      const std::size_t n = std::min(chunk, tokens.size() - start);
+      model.forward(std::span(tokens).subspan(start, n), part, nlb::NoTaps{}, &cache);
+      err = std::max(err, relative_to_max(part, full.middleRows(static_cast<Index>(start),
+                                                                static_cast<Index>(n))));
+      start += n;
+      chunk = chunk == 7 ? 1 : chunk + 1;
+    }
+    BOOST_TEST(cache.length() == 40);
+    BOOST_TEST_MESSAGE(name << ": KV-cache decoding vs full recompute " << err);
+    BOOST_TEST(err <= nlb::test::tol::model_f64_rel);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_model_inputs_raise_typed_errors) {
+  const auto model = nlb::load_model<float>(model_dir("tiny-gpt2"));
+  nlb::RowMatrix<float> logits;
+  const std::vector<std::int32_t> bad{1, 2, 300};
+  BOOST_CHECK_EXCEPTION(model.forward(bad, logits), nlb::ArgumentError,
+                        [](const nlb::ArgumentError& e) {
+                          return std::string(e.what()).find("found 300") != std::string::npos;
+                        });
+  const std::vector<std::int32_t> too_long(static_cast<std::size_t>(model.config().n_positions + 1),
+                                           65);
+  BOOST_CHECK_THROW(model.forward(too_long, logits), nlb::ArgumentError);
+  BOOST_CHECK_THROW(model.forward(std::vector<std::int32_t>{}, logits), nlb::ArgumentError);
+}
