@@ -1,0 +1,516 @@
+// Strict reader for Hugging Face safetensors files (DESIGN.md §5, docs/safetensors.md).
+//
+// Layout: 8 bytes N (u64 little-endian) | N bytes of UTF-8 JSON header | data section.
+// The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]}
+// (offsets relative to the data section; row-major, little-endian elements) plus an
+// optional "__metadata__" object of strings.
+//
+// The whole file is read and validated before anything is exposed: a SafetensorsFile that
+// exists is consistent, so every later read is in bounds by construction. Every violation
+// throws FormatError naming the file, the tensor (if any), what was expected and what was
+// found. Tensor data may sit at any byte offset; elements are always copied out with memcpy.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "nlb/core/errors.hpp"
+#include "nlb/core/matrix.hpp"
+#include "nlb/io/detail/byte_order.hpp"
+#include "nlb/io/detail/file_io.hpp"
+#include "nlb/io/detail/messages.hpp"
+#include "nlb/io/dtype.hpp"
+
+namespace nlb::io {
+
+/// One tensor's header entry, validated.
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<std::int64_t> shape;  // [] for a scalar
+  std::uint64_t begin = 0;          // data_offsets, relative to the data section: [begin, end)
+  std::uint64_t end = 0;
+
+  /// Product of the shape (1 for a scalar, 0 if any dimension is 0). Validated at open to fit
+  /// in int64. O(rank).
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (std::int64_t d : shape)
+      n *= d;
+    return n;
+  }
+};
+
+/// The largest header accepted: 100 MiB (real headers are kilobytes to a few megabytes).
+inline constexpr std::uint64_t max_safetensors_header_bytes = 100ull * 1024 * 1024;
+
+/// A validated safetensors file held in memory (models here are small; memory-mapping is a
+/// later optimization). Copyable and movable; all accessors are const and thread-safe.
+class SafetensorsFile {
+ public:
+  /// Reads and validates the file at `path`. Throws FormatError (message names `path`) if it
+  /// cannot be read or breaks any rule in docs/safetensors.md. O(file size + header log).
+  static SafetensorsFile open(const std::filesystem::path& path) {
+    return SafetensorsFile(path, detail::read_file_bytes(path));
+  }
+
+  /// Validates an in-memory file; messages name `name_for_messages` (fuzzing, tests).
+  static SafetensorsFile from_bytes(std::vector<std::uint8_t> bytes,
+                                    std::string name_for_messages) {
+    return SafetensorsFile(std::filesystem::path(std::move(name_for_messages)), std::move(bytes));
+  }
+
+  /// The path given to open(), or the name given to from_bytes().
+  const std::filesystem::path& path() const { return path_; }
+
+  /// Every tensor, sorted by name (bytewise).
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+
+  /// True if a tensor called `name` exists. O(log n).
+  bool contains(std::string_view name) const { return find(name) != nullptr; }
+
+  /// The tensor called `name`; FormatError "missing tensor" naming file and tensor if absent.
+  /// O(log n).
+  const TensorInfo& info(std::string_view name) const {
+    const TensorInfo* t = find(name);
+    if (t == nullptr) {
+      errors_.fail({}, "missing tensor " + detail::quote_text(name), "a tensor of that name",
+                   "none among " + std::to_string(tensors_.size()) + " tensors");
+    }
+    return *t;
+  }
+
+  /// The "__metadata__" strings (empty when the header has none).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  /// The tensor's raw little-endian bytes (end - begin of them), any alignment.
+  std::span<const std::uint8_t> raw_bytes(std::string_view name) const {
+    const TensorInfo& t = info(name);
+    return {bytes_.data() + data_begin_ + t.begin, static_cast<std::size_t>(t.end - t.begin)};
+  }
+
+  /// The elements of tensor `name` in row-major order, converted to T.
+  /// T = float or double: the tensor must have a floating dtype (F64, F32, F16, BF16; F16 and
+  ///   BF16 widen exactly, F64 -> float rounds to nearest).
+  /// T = an integer type: the tensor must have an integer dtype (I64, I32, U8, BOOL) and every
+  ///   value must fit T.
+  /// If `expected_shape` is non-empty the tensor's shape must equal it.
+  /// Throws FormatError naming file, tensor, expected and found. O(numel).
+  template <class T>
+  std::vector<T> read(std::string_view name, std::span<const std::int64_t> expected_shape) const {
+    const TensorInfo& t = info(name);
+    if (!expected_shape.empty()) {
+      check_shape(t, expected_shape);
+    }
+    std::vector<T> out(static_cast<std::size_t>(t.numel()));
+    decode_into(t, out.data());
+    return out;
+  }
+
+  /// read() with the expected shape written in place: `read<float>("w", {768, 3072})`;
+  /// `read<float>("w")` checks no shape.
+  template <class T>
+  std::vector<T> read(std::string_view name,
+                      std::initializer_list<std::int64_t> expected_shape = {}) const {
+    return read<T>(name,
+                   std::span<const std::int64_t>(expected_shape.begin(), expected_shape.size()));
+  }
+
+  /// A 2-D tensor of shape [rows, cols] as a row-major matrix [rows, cols] (element types as
+  /// read()). FormatError if the shape differs; ArgumentError if rows or cols < 0. O(numel).
+  template <class T>
+  RowMatrix<T> read_matrix(std::string_view name, Index rows, Index cols) const {
+    check_size_argument("read_matrix: rows", rows);
+    check_size_argument("read_matrix: cols", cols);
+    const TensorInfo& t = info(name);
+    const std::int64_t shape[] = {rows, cols};
+    check_shape(t, shape);
+    RowMatrix<T> out(rows, cols);
+    decode_into(t, out.data());
+    return out;
+  }
+
+  /// A 1-D tensor of shape [n] as a row vector [1, n] (element types as read()). FormatError
+  /// if the shape differs; ArgumentError if n < 0. O(n).
+  template <class T>
+  RowVector<T> read_row_vector(std::string_view name, Index n) const {
+    check_size_argument("read_row_vector: n", n);
+    const TensorInfo& t = info(name);
+    const std::int64_t shape[] = {n};
+    check_shape(t, shape);
+    RowVector<T> out(1, n);
+    decode_into(t, out.data());
+    return out;
+  }
+
+ private:
+  SafetensorsFile(std::filesystem::path path, std::vector<std::uint8_t> bytes)
+      : path_(std::move(path)), bytes_(std::move(bytes)), errors_(path_.string()) {
+    validate();
+  }
+
+  const TensorInfo* find(std::string_view name) const {
+    const auto it = std::lower_bound(
+        tensors_.begin(), tensors_.end(), name,
+        [](const TensorInfo& t, std::string_view key) { return std::string_view(t.name) < key; });
+    return (it != tensors_.end() && it->name == name) ? &*it : nullptr;
+  }
+
+  static void check_size_argument(const std::string& what, Index value) {
+    if (value < 0)
+      throw ArgumentError(nlb::detail::expected_found(what, "a size >= 0", value));
+  }
+
+  void check_shape(const TensorInfo& t, std::span<const std::int64_t> expected) const {
+    if (!std::equal(t.shape.begin(), t.shape.end(), expected.begin(), expected.end())) {
+      errors_.fail(t.name, "shape", detail::format_shape(expected), detail::format_shape(t.shape));
+    }
+  }
+
+  // ---- validation (runs once, in the constructor) ----------------------------------------
+
+  /// The header's JSON, parsed strictly: plain JSON (no comments), and no object may repeat
+  /// a key (nlohmann::json would silently keep the last one, so a repeated tensor name could
+  /// hide a second, different entry).
+  nlohmann::json parse_header(std::uint64_t header_length) const {
+    const auto* first = bytes_.data() + 8;
+    const auto* last = first + header_length;
+    std::vector<std::set<std::string>> open_objects;  // keys seen, per object being parsed
+    std::string duplicate;
+    const auto on_event = [&](int /*depth*/, nlohmann::json::parse_event_t event,
+                              nlohmann::json& parsed) {
+      using event_t = nlohmann::json::parse_event_t;
+      if (event == event_t::object_start) {
+        open_objects.emplace_back();
+      } else if (event == event_t::object_end) {
+        if (!open_objects.empty())
+          open_objects.pop_back();
+      } else if (event == event_t::key && !open_objects.empty() && duplicate.empty()) {
+        const auto& key = parsed.get_ref<const std::string&>();
+        if (!open_objects.back().insert(key).second)
+          duplicate = key;
+      }
+      return true;
+    };
+    // nlohmann::json stops at a NUL byte as if the input ended there, so "{}\0<anything>"
+    // would parse; JSON allows no raw NUL anywhere, so any NUL is rejected first.
+    if (const auto* nul = std::find(first, last, std::uint8_t{0}); nul != last) {
+      errors_.fail({}, "header is not valid JSON", "a UTF-8 JSON object",
+                   "a NUL byte at header offset " + std::to_string(nul - first));
+    }
+    nlohmann::json header;
+    try {
+      header = nlohmann::json::parse(first, last, on_event, /*allow_exceptions=*/true,
+                                     /*ignore_comments=*/false);
+    } catch (const nlohmann::json::exception& e) {
+      errors_.fail({}, "header is not valid JSON", "a UTF-8 JSON object", e.what());
+    }
+    if (!duplicate.empty()) {
+      errors_.fail({}, "header has a duplicate key", "each key once in its object",
+                   detail::quote_text(duplicate) + " twice");
+    }
+    return header;
+  }
+
+  void validate() {
+    const std::uint64_t file_size = bytes_.size();
+    if (file_size < 8) {
+      errors_.fail({}, "file too short for the 8-byte header length", "at least 8 bytes",
+                   std::to_string(file_size) + " bytes");
+    }
+    const auto header_length = detail::load_le<std::uint64_t>(bytes_.data());
+    if (header_length > max_safetensors_header_bytes) {
+      errors_.fail({}, "header length over the 100 MiB limit",
+                   "at most " + std::to_string(max_safetensors_header_bytes) + " bytes",
+                   std::to_string(header_length) + " bytes");
+    }
+    if (header_length > file_size - 8) {
+      errors_.fail({}, "header length runs past the end of the file",
+                   "at most " + std::to_string(file_size - 8) + " bytes (file size " +
+                       std::to_string(file_size) + " - 8)",
+                   std::to_string(header_length) + " bytes");
+    }
+    // The format requires the header to start with '{' (whitespace before it is not allowed).
+    if (header_length == 0 || bytes_[8] != '{') {
+      errors_.fail({}, "header does not start with '{'", "'{' at byte 8",
+                   header_length == 0 ? std::string("an empty header")
+                                      : "byte " + std::to_string(bytes_[8]));
+    }
+    data_begin_ = 8 + header_length;
+    const std::uint64_t data_size = file_size - data_begin_;
+
+    // A JSON text that starts with '{' and parses is an object: no separate check needed.
+    const nlohmann::json header = parse_header(header_length);
+    for (const auto& [key, value] : header.items()) {
+      if (key == "__metadata__") {
+        read_metadata(value);
+      } else {
+        tensors_.push_back(read_entry(key, value, data_size));
+      }
+    }
+    std::sort(tensors_.begin(), tensors_.end(),
+              [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
+    check_disjoint();
+  }
+
+  void read_metadata(const nlohmann::json& value) {
+    if (!value.is_object()) {
+      errors_.fail({}, "__metadata__ is not an object", "an object of strings",
+                   detail::describe_json(value));
+    }
+    for (const auto& [key, item] : value.items()) {
+      if (!item.is_string()) {
+        errors_.fail({}, "__metadata__ value " + detail::quote_text(key) + " is not a string",
+                     "a string", detail::describe_json(item));
+      }
+      metadata_.emplace(key, item.get<std::string>());
+    }
+  }
+
+  /// A non-negative JSON integer that fits `limit`, or a FormatError about `what`.
+  std::uint64_t read_count(const std::string& tensor, const std::string& what,
+                           const nlohmann::json& value, std::uint64_t limit) const {
+    if (value.is_number_unsigned()) {
+      const auto v = value.get<std::uint64_t>();
+      if (v > limit) {
+        errors_.fail(tensor, what + " is too large", "at most " + std::to_string(limit),
+                     std::to_string(v));
+      }
+      return v;
+    }
+    if (value.is_number_integer()) {
+      errors_.fail(tensor, what + " is negative", "a non-negative integer",
+                   detail::describe_json(value));
+    }
+    errors_.fail(tensor, what + " is not an integer", "a non-negative integer",
+                 detail::describe_json(value));
+  }
+
+  TensorInfo read_entry(const std::string& name, const nlohmann::json& entry,
+                        std::uint64_t data_size) const {
+    static constexpr const char* keys_text = "dtype, shape, data_offsets";
+    if (name.empty()) {
+      errors_.fail({}, "tensor name is empty", "a non-empty name", "\"\"");
+    }
+    if (!entry.is_object()) {
+      errors_.fail(name, "entry is not an object", std::string("an object with keys ") + keys_text,
+                   detail::describe_json(entry));
+    }
+    for (const auto& [key, unused] : entry.items()) {
+      if (key != "dtype" && key != "shape" && key != "data_offsets") {
+        errors_.fail(name, "unexpected key " + detail::quote_text(key),
+                     std::string("only the keys ") + keys_text, detail::quote_text(key));
+      }
+    }
+    for (const char* key : {"dtype", "shape", "data_offsets"}) {
+      if (!entry.contains(key)) {
+        errors_.fail(name, std::string("missing key \"") + key + "\"",
+                     std::string("the keys ") + keys_text,
+                     std::to_string(entry.size()) + " of them");
+      }
+    }
+    TensorInfo t;
+    t.name = name;
+
+    const auto& dtype = entry["dtype"];
+    if (!dtype.is_string()) {
+      errors_.fail(name, "dtype is not a string", "a dtype name such as \"F32\"",
+                   detail::describe_json(dtype));
+    }
+    const auto parsed_dtype = dtype_from_name(dtype.get_ref<const std::string&>());
+    if (!parsed_dtype) {
+      errors_.fail(name, "unknown dtype", "one of F64, F32, F16, BF16, I64, I32, U8, BOOL",
+                   detail::quote_text(dtype.get_ref<const std::string&>()));
+    }
+    t.dtype = *parsed_dtype;
+
+    const auto& shape = entry["shape"];
+    if (!shape.is_array()) {
+      errors_.fail(name, "shape is not an array", "an array of non-negative integers",
+                   detail::describe_json(shape));
+    }
+    constexpr auto int64_max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    std::uint64_t numel = 1;
+    bool numel_overflows = false;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      const std::uint64_t dim =
+          read_count(name, "dimension shape[" + std::to_string(i) + "]", shape[i], int64_max);
+      t.shape.push_back(static_cast<std::int64_t>(dim));
+      // A zero dimension makes the product 0 whatever follows, but a later overflow in the
+      // raw product is still reported: no shape whose literal product overflows is accepted.
+      if (!numel_overflows && !detail::multiply_within(numel, dim, int64_max, numel)) {
+        numel_overflows = true;
+      }
+    }
+    if (numel_overflows) {
+      errors_.fail(name, "element count overflows", "a shape whose product fits in int64",
+                   detail::format_shape(t.shape));
+    }
+
+    const auto& offsets = entry["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2) {
+      errors_.fail(name, "data_offsets is not [begin, end]", "an array of 2 non-negative integers",
+                   detail::describe_json(offsets));
+    }
+    t.begin =
+        read_count(name, "data_offsets[0]", offsets[0], std::numeric_limits<std::uint64_t>::max());
+    t.end =
+        read_count(name, "data_offsets[1]", offsets[1], std::numeric_limits<std::uint64_t>::max());
+    if (t.begin > t.end) {
+      errors_.fail(name, "data_offsets begin > end", "begin <= end",
+                   "[" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "]");
+    }
+    std::uint64_t nbytes = 0;
+    if (!detail::multiply_within(numel, dtype_size(t.dtype),
+                                 std::numeric_limits<std::uint64_t>::max(), nbytes)) {
+      errors_.fail(name, "byte count overflows",
+                   "numel x " + std::to_string(dtype_size(t.dtype)) + " bytes to fit in 64 bits",
+                   "numel " + std::to_string(numel));
+    }
+    if (t.end - t.begin != nbytes) {
+      errors_.fail(name, "byte count does not match shape and dtype",
+                   std::to_string(nbytes) + " bytes (" + std::string(dtype_name(t.dtype)) + " " +
+                       detail::format_shape(t.shape) + ")",
+                   std::to_string(t.end - t.begin) + " bytes (data_offsets [" +
+                       std::to_string(t.begin) + ", " + std::to_string(t.end) + "])");
+    }
+    if (t.end > data_size) {
+      errors_.fail(name, "data_offsets end beyond the data section",
+                   "end <= " + std::to_string(data_size) + " (the data section's size)",
+                   std::to_string(t.end));
+    }
+    return t;
+  }
+
+  /// No two tensors share a byte: sort the non-empty ranges by begin and compare each with
+  /// the furthest end seen so far (which also catches one range nested inside another).
+  void check_disjoint() const {
+    std::vector<const TensorInfo*> by_begin;
+    for (const auto& t : tensors_) {
+      if (t.end > t.begin)
+        by_begin.push_back(&t);
+    }
+    std::sort(by_begin.begin(), by_begin.end(), [](const TensorInfo* a, const TensorInfo* b) {
+      return a->begin != b->begin ? a->begin < b->begin : a->name < b->name;
+    });
+    const TensorInfo* furthest = nullptr;
+    for (const TensorInfo* t : by_begin) {
+      if (furthest != nullptr && t->begin < furthest->end) {
+        const auto range = [](const TensorInfo* x) {
+          return "[" + std::to_string(x->begin) + ", " + std::to_string(x->end) + ")";
+        };
+        errors_.fail({},
+                     "tensors " + detail::quote_text(furthest->name) + " and " +
+                         detail::quote_text(t->name) + " overlap",
+                     "disjoint byte ranges", range(furthest) + " and " + range(t));
+      }
+      if (furthest == nullptr || t->end > furthest->end)
+        furthest = t;
+    }
+  }
+
+  // ---- element conversion ------------------------------------------------------------------
+
+  template <class T>
+  static std::string integer_type_name() {
+    return std::string(std::is_signed_v<T> ? "int" : "uint") + std::to_string(8 * sizeof(T));
+  }
+
+  /// Converts the tensor's elements into out[0 .. numel). Callers size `out`.
+  template <class T>
+  void decode_into(const TensorInfo& t, T* out) const {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                      (std::is_integral_v<T> && !std::is_same_v<T, bool>),
+                  "SafetensorsFile reads into float, double or an integer type");
+    static_assert(std::numeric_limits<double>::is_iec559 && std::numeric_limits<float>::is_iec559);
+    const std::uint8_t* source = bytes_.data() + data_begin_ + t.begin;
+    const auto n = static_cast<std::size_t>(t.numel());
+    if constexpr (std::is_floating_point_v<T>) {
+      switch (t.dtype) {
+        case DType::F64:
+          for (std::size_t i = 0; i < n; ++i) {
+            out[i] = static_cast<T>(detail::load_le<double>(source + 8 * i));
+          }
+          return;
+        case DType::F32:
+          for (std::size_t i = 0; i < n; ++i) {
+            out[i] = static_cast<T>(detail::load_le<float>(source + 4 * i));
+          }
+          return;
+        case DType::F16:
+          for (std::size_t i = 0; i < n; ++i) {
+            out[i] =
+                static_cast<T>(f16_bits_to_float(detail::load_le<std::uint16_t>(source + 2 * i)));
+          }
+          return;
+        case DType::BF16:
+          for (std::size_t i = 0; i < n; ++i) {
+            out[i] =
+                static_cast<T>(bf16_bits_to_float(detail::load_le<std::uint16_t>(source + 2 * i)));
+          }
+          return;
+        default:
+          errors_.fail(t.name, "dtype",
+                       "a floating dtype (F64, F32, F16, BF16) to read as " +
+                           std::string(std::is_same_v<T, float> ? "float" : "double"),
+                       std::string(dtype_name(t.dtype)));
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        std::int64_t v = 0;
+        switch (t.dtype) {
+          case DType::I64:
+            v = detail::load_le<std::int64_t>(source + 8 * i);
+            break;
+          case DType::I32:
+            v = detail::load_le<std::int32_t>(source + 4 * i);
+            break;
+          case DType::U8:
+            v = source[i];
+            break;
+          case DType::BOOL:
+            v = source[i];
+            if (v > 1) {
+              errors_.fail(t.name, "element " + std::to_string(i) + " of a BOOL tensor", "0 or 1",
+                           std::to_string(v));
+            }
+            break;
+          default:
+            errors_.fail(
+                t.name, "dtype",
+                "an integer dtype (I64, I32, U8, BOOL) to read as " + integer_type_name<T>(),
+                std::string(dtype_name(t.dtype)));
+        }
+        if (!std::in_range<T>(v)) {
+          errors_.fail(t.name,
+                       "element " + std::to_string(i) + " does not fit " + integer_type_name<T>(),
+                       "a value in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+                           std::to_string(std::numeric_limits<T>::max()) + "]",
+                       std::to_string(v));
+        }
+        out[i] = static_cast<T>(v);
+      }
+    }
+  }
+
+  std::filesystem::path path_;
+  std::vector<std::uint8_t> bytes_;
+  detail::FileErrors errors_;
+  std::uint64_t data_begin_ = 0;  // 8 + header length
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace nlb::io

@@ -1,0 +1,96 @@
+// Next-token choice for generation: greedy, or top-k sampling with a temperature and a seed.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "nlb/core.hpp"
+#include "nlb/model/taps.hpp"
+
+namespace nlb {
+
+/// temperature == 0 or top_k == 1: greedy (argmax, lowest id on ties). Otherwise sample from
+/// softmax(logits / temperature) restricted to the top_k largest logits (top_k == 0: all).
+struct SamplingOptions {
+  Index top_k = 0;
+  double temperature = 1.0;
+  std::uint64_t seed = 0;
+};
+
+/// Draws token ids from logit rows. Deterministic for a seed on every platform: uniforms come
+/// from the top 53 bits of std::mt19937_64 (whose output sequence the standard fixes).
+class TokenSampler {
+ public:
+  explicit TokenSampler(SamplingOptions options) : options_(options), rng_(options.seed) {
+    if (!(options_.temperature >= 0.0) || !std::isfinite(options_.temperature)) {
+      throw ArgumentError(detail::expected_found("sampling temperature", "a finite value >= 0",
+                                                 options_.temperature));
+    }
+    if (options_.top_k < 0) {
+      throw ArgumentError(detail::expected_found("sampling top-k", ">= 0", options_.top_k));
+    }
+  }
+
+  /// The next token for one row of logits [vocab]. O(vocab log k).
+  template <class Derived>
+  std::int32_t next(const Eigen::MatrixBase<Derived>& logits) {
+    const Index vocab = logits.size();
+    if (options_.temperature == 0.0 || options_.top_k == 1) {
+      Index best = 0;
+      for (Index i = 1; i < vocab; ++i) {
+        if (logits(i) > logits(best)) best = i;
+      }
+      return static_cast<std::int32_t>(best);
+    }
+    std::vector<Index> ids(static_cast<std::size_t>(vocab));
+    std::iota(ids.begin(), ids.end(), Index{0});
+    const Index k = options_.top_k == 0 ? vocab : std::min(options_.top_k, vocab);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](Index a, Index b) {
+      return logits(a) > logits(b) || (logits(a) == logits(b) && a < b);
+    });
+    std::vector<double> weights(static_cast<std::size_t>(k));
+    const double top = static_cast<double>(logits(ids[0]));
+    double total = 0;
+    for (Index i = 0; i < k; ++i) {
+      total += weights[static_cast<std::size_t>(i)] =
+          std::exp((static_cast<double>(logits(ids[static_cast<std::size_t>(i)])) - top) /
+                   options_.temperature);
+    }
+    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53 * total;
+    double cumulative = 0;
+    for (Index i = 0; i < k; ++i) {
+      cumulative += weights[static_cast<std::size_t>(i)];
+      if (u < cumulative) return static_cast<std::int32_t>(ids[static_cast<std::size_t>(i)]);
+    }
+    return static_cast<std::int32_t>(ids[static_cast<std::size_t>(k - 1)]);
+  }
+
+ private:
+  SamplingOptions options_;
+  std::mt19937_64 rng_;
+};
+
+/// Generates up to `count` tokens after `prompt` with a KV cache (one forward per new token),
+/// stopping early at the model's n_positions. Returns the new tokens only.
+template <class Model>
+std::vector<std::int32_t> generate(const Model& model, std::span<const std::int32_t> prompt,
+                                   Index count, TokenSampler& sampler) {
+  auto cache = model.make_cache();
+  RowMatrix<typename Model::Scalar> logits;
+  model.forward(prompt, logits, NoTaps{}, &cache);
+  std::vector<std::int32_t> out;
+  for (Index i = 0; i < count; ++i) {
+    const std::int32_t next = sampler.next(logits.row(logits.rows() - 1));
+    out.push_back(next);
+    if (cache.length() >= cache.capacity() || i + 1 == count) break;
+    model.forward(std::span<const std::int32_t>(&out.back(), 1), logits, NoTaps{}, &cache);
+  }
+  return out;
+}
+
+}  // namespace nlb

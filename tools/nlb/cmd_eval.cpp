@@ -1,0 +1,38 @@
+// nlb eval: perplexity under the windowed protocol (PAPERS §A2; model/loss.hpp).
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "common.hpp"
+#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/loss.hpp"
+
+namespace nlb::cli {
+
+int run_eval(const std::vector<std::string>& argv) {
+  auto options = token_options;
+  options.insert({"model", "context", "max-windows"});
+  const Args args(argv, options, {"json"});
+  const auto model = load_model<float>(args.get("model", default_model().string()));
+  const auto& config = model.config();
+  const auto tokens = read_token_stream(args, config);
+  const Index context = args.integer("context", config.n_positions, 2, config.n_positions);
+  const Index max_windows = args.integer("max-windows", 0, 0, 1LL << 40);
+  const Progress progress("eval windows");
+  const auto r = evaluate_perplexity(model, tokens, context, max_windows, progress);
+  if (args.flag("json")) {
+    const nlohmann::json out{{"ppl", r.ppl},
+                             {"mean_loss", r.mean_loss},
+                             {"predicted_tokens", r.predicted_tokens},
+                             {"windows", r.windows},
+                             {"context", r.context}};
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("perplexity %.6f (mean loss %.6f nats) over %lld predicted tokens in %lld windows "
+                "of %lld\n",
+                r.ppl, r.mean_loss, static_cast<long long>(r.predicted_tokens),
+                static_cast<long long>(r.windows), static_cast<long long>(r.context));
+  }
+  return 0;
+}
+
+}  // namespace nlb::cli

@@ -1,0 +1,43 @@
+// nlb forward: logits of the first K windows, written as tensor "logits" [K, N, vocab] F32.
+#include <cstdio>
+
+#include "common.hpp"
+#include "nlb/io/safetensors_writer.hpp"
+#include "nlb/model/hf_loader.hpp"
+
+namespace nlb::cli {
+
+int run_forward(const std::vector<std::string>& argv) {
+  auto options = token_options;
+  options.insert({"model", "context", "windows", "out"});
+  const Args args(argv, options, {});
+  const std::string out = args.get("out");
+  const auto model = load_model<float>(args.get("model", default_model().string()));
+  const auto& config = model.config();
+  const auto tokens = read_token_stream(args, config);
+  const Index context = args.integer("context", 1, config.n_positions);
+  const Index windows = args.integer("windows", 1, 1LL << 30);
+  if (static_cast<Index>(tokens.size()) < windows * context) {
+    throw ArgumentError(detail::expected_found(
+        "forward: tokens for " + std::to_string(windows) + " windows of " + std::to_string(context),
+        "at least " + std::to_string(windows * context), tokens.size()));
+  }
+  const Index vocab = config.vocab_size;
+  std::vector<float> all(static_cast<std::size_t>(windows * context * vocab));
+  RowMatrix<float> logits;
+  const Progress progress("forward windows");
+  for (Index w = 0; w < windows; ++w) {
+    model.forward(std::span(tokens).subspan(static_cast<std::size_t>(w * context),
+                                            static_cast<std::size_t>(context)),
+                  logits);
+    std::copy(logits.data(), logits.data() + logits.size(),
+              all.begin() + static_cast<std::ptrdiff_t>(w * context * vocab));
+    progress(w + 1, windows);
+  }
+  io::SafetensorsWriter writer;
+  writer.add("logits", io::DType::F32, {windows, context, vocab}, std::span<const float>(all));
+  writer.write(out);  // temporary file, renamed when complete
+  return 0;
+}
+
+}  // namespace nlb::cli
