@@ -1,0 +1,344 @@
+// The nlb program as a user runs it: eval/forward/generate contracts, token files, and a
+// corpus of malformed model directories (each a FormatError naming what is wrong, and a clean
+// non-zero exit from `nlb eval`, never a crash).
+#include <sys/wait.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "nlb/io/safetensors.hpp"
+#include "nlb/io/safetensors_writer.hpp"
+#include "nlb/io/token_file.hpp"
+#include "nlb/model/hf_loader.hpp"
+#include "tolerances.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path source_dir = NLB_SOURCE_DIR;
+const fs::path tiny_gpt2 = source_dir / "models/tiny-gpt2";
+const fs::path eval_text = source_dir / "data/kjv-eval.txt";
+
+struct RunResult {
+  int exit_code = -1;  // -1 when killed by a signal
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+fs::path scratch_dir() {
+  static const fs::path dir = [] {
+    const fs::path d = fs::temp_directory_path() / ("nlb-cli-test-" + std::to_string(::getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// Runs `nlb <args>`; captures stdout and stderr.
+RunResult run_nlb(const std::string& args) {
+  const fs::path out = scratch_dir() / "stdout.txt", err = scratch_dir() / "stderr.txt";
+  const std::string command = std::string("'") + NLB_BINARY + "' " + args + " >'" + out.string() +
+                              "' 2>'" + err.string() + "'";
+  const int status = std::system(command.c_str());
+  RunResult r;
+  if (WIFEXITED(status))
+    r.exit_code = WEXITSTATUS(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+double fixture_ppl_8_windows() {
+  std::ifstream in(source_dir / "tests/fixtures/tiny-gpt2-ppl.json");
+  const auto j = nlohmann::json::parse(in);
+  for (const auto& run : j.at("runs")) {
+    if (run.at("text") == "data/kjv-eval.txt" && run.at("windows") == 8)
+      return run.at("ppl");
+  }
+  throw std::runtime_error("tiny-gpt2-ppl.json has no 8-window kjv-eval run");
+}
+
+// ---- malformed model directories, made from the shipped model ------------------------------
+
+struct Tensor {
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+};
+using TensorMap = std::map<std::string, Tensor>;
+
+TensorMap read_all(const fs::path& file) {
+  const auto f = nlb::io::SafetensorsFile::open(file);
+  TensorMap m;
+  for (const auto& t : f.tensors())
+    m[t.name] = {t.shape, f.read<float>(t.name)};
+  return m;
+}
+
+fs::path write_model(const std::string& name, const TensorMap& tensors,
+                     const nlohmann::json& config) {
+  const fs::path dir = scratch_dir() / name;
+  fs::create_directories(dir);
+  nlb::io::SafetensorsWriter w;
+  for (const auto& [n, t] : tensors) {
+    w.add(n, nlb::io::DType::F32, t.shape, std::span<const float>(t.values));
+  }
+  w.write(dir / "model.safetensors");
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir;
+}
+
+struct MalformedCase {
+  std::string name;
+  std::string phrase;  // must appear in the FormatError message
+  std::function<fs::path()> make;
+};
+
+std::vector<MalformedCase> malformed_model_cases() {
+  const TensorMap good = read_all(tiny_gpt2 / "model.safetensors");
+  const auto config = nlohmann::json::parse(slurp(tiny_gpt2 / "config.json"));
+  auto with = [=](std::string name, std::function<void(TensorMap&, nlohmann::json&)> edit) {
+    return [=] {
+      TensorMap t = good;
+      nlohmann::json c = config;
+      edit(t, c);
+      return write_model(name, t, c);
+    };
+  };
+  std::vector<MalformedCase> cases{
+      {"missing_tensor", "missing tensor \"transformer.h.0.ln_1.weight\"",
+       with("missing_tensor", [](auto& t, auto&) { t.erase("transformer.h.0.ln_1.weight"); })},
+      {"unexpected_tensor", "unexpected tensor \"transformer.h.0.attn.extra\"",
+       with("unexpected_tensor",
+            [](auto& t, auto&) {
+              t["transformer.h.0.attn.extra"] = {{2}, {1.0f, 2.0f}};
+            })},
+      {"wrong_shape", "shape: expected [128, 384]",
+       with("wrong_shape",
+            [](auto& t, auto&) {
+              auto& w = t["transformer.h.1.attn.c_attn.weight"];
+              w.shape = {384, 128};  // transposed: the layout of a Linear, not a Conv1D
+            })},
+      {"config_vocab_conflict", "transformer.wte.weight",
+       with("config_vocab_conflict", [](auto&, auto& c) { c["vocab_size"] = 300; })},
+      {"config_more_layers", "missing tensor \"transformer.h.4.ln_1.weight\"",
+       with("config_more_layers", [](auto&, auto& c) { c["n_layer"] = 5; })},
+      {"config_fewer_layers", "unexpected tensor \"transformer.h.3.",
+       with("config_fewer_layers", [](auto&, auto& c) { c["n_layer"] = 3; })},
+      {"config_missing_key", "missing config key \"n_embd\"",
+       with("config_missing_key", [](auto&, auto& c) { c.erase("n_embd"); })},
+      {"config_unknown_model_type", "found \"llama\"",
+       with("config_unknown_model_type", [](auto&, auto& c) { c["model_type"] = "llama"; })},
+      {"config_heads_do_not_divide", "multiple of the head count",
+       with("config_heads_do_not_divide", [](auto&, auto& c) { c["n_head"] = 3; })},
+      {"config_wrong_type", "expected a positive integer",
+       with("config_wrong_type", [](auto&, auto& c) { c["n_embd"] = "128"; })},
+      {"config_bad_activation", "activation_function",
+       with("config_bad_activation", [](auto&, auto& c) { c["activation_function"] = "relu"; })},
+      {"buffer_wrong_shape", "buffer \"transformer.h.0.attn.bias\" shape",
+       with("buffer_wrong_shape",
+            [](auto& t, auto&) {
+              t["transformer.h.0.attn.bias"] = {{1, 1, 2, 2}, {1, 0, 1, 1}};
+            })},
+      {"lm_head_wrong_shape", "tensor \"lm_head.weight\": shape",
+       with("lm_head_wrong_shape",
+            [](auto& t, auto&) {
+              t["lm_head.weight"] = {{2, 2}, {0, 0, 0, 0}};
+            })},
+      {"config_not_json", "config is not valid JSON",
+       [=] {
+         const fs::path dir = write_model("config_not_json", good, config);
+         std::ofstream(dir / "config.json") << "{\"model_type\": \"gpt2\",";
+         return dir;
+       }},
+      {"no_weights_file", "no model.safetensors",
+       [=] {
+         const fs::path dir = scratch_dir() / "no_weights_file";
+         fs::create_directories(dir);
+         std::ofstream(dir / "config.json") << config.dump();
+         return dir;
+       }},
+      {"not_a_directory", "not a model directory",
+       [=] { return scratch_dir() / "does_not_exist"; }},
+      {"index_missing_shard", "model-00002-of-00002.safetensors",
+       [=] {
+         const fs::path dir = scratch_dir() / "index_missing_shard";
+         fs::create_directories(dir);
+         std::ofstream(dir / "config.json") << config.dump();
+         std::ofstream(dir / "model.safetensors.index.json")
+             << R"({"weight_map": {"transformer.wte.weight": "model-00002-of-00002.safetensors"}})";
+         return dir;
+       }},
+      {"truncated_weights", "model.safetensors",
+       [=] {
+         const fs::path dir = write_model("truncated_weights", good, config);
+         fs::resize_file(dir / "model.safetensors", fs::file_size(dir / "model.safetensors") / 2);
+         return dir;
+       }},
+  };
+  // Every malformed safetensors file of the reader's corpus, as a model's weights.
+  for (const auto& entry :
+       fs::directory_iterator(source_dir / "tests/fixtures/malformed-safetensors")) {
+    const std::string stem = entry.path().stem().string();
+    cases.push_back({"file_" + stem, "model.safetensors", [=] {
+                       const fs::path dir = scratch_dir() / ("file_" + stem);
+                       fs::create_directories(dir);
+                       fs::copy_file(entry.path(), dir / "model.safetensors",
+                                     fs::copy_options::overwrite_existing);
+                       std::ofstream(dir / "config.json") << config.dump();
+                       return dir;
+                     }});
+  }
+  return cases;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(eval_json_matches_pytorch_perplexity) {
+  const auto r = run_nlb("eval --model '" + tiny_gpt2.string() + "' --text '" + eval_text.string() +
+                         "' --context 128 --max-windows 8 --json");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"ppl", "mean_loss", "predicted_tokens", "windows", "context"}) {
+    BOOST_TEST(j.contains(key), key);
+  }
+  BOOST_TEST(j["windows"] == 8);
+  BOOST_TEST(j["predicted_tokens"] == 8 * 127);
+  BOOST_TEST(j["context"] == 128);
+  const double ref = fixture_ppl_8_windows();
+  BOOST_TEST(std::abs(j["ppl"].get<double>() / ref - 1) <= nlb::test::tol::model_ppl_rel);
+  BOOST_TEST(std::abs(std::exp(j["mean_loss"].get<double>()) - j["ppl"].get<double>()) <= 1e-9);
+}
+
+BOOST_AUTO_TEST_CASE(eval_reads_u16_and_u32_token_files_like_text) {
+  const auto tokens = nlb::io::read_text_tokens(eval_text);
+  const fs::path u16 = scratch_dir() / "eval.u16.bin", u32 = scratch_dir() / "eval.u32.bin";
+  nlb::io::write_token_file(u16, tokens, nlb::io::TokenDType::U16);
+  nlb::io::write_token_file(u32, tokens, nlb::io::TokenDType::U32);
+  const std::string common = "eval --model '" + tiny_gpt2.string() + "' --max-windows 3 --json ";
+  const auto text = run_nlb(common + "--text '" + eval_text.string() + "'");
+  const auto a = run_nlb(common + "--tokens '" + u16.string() + "'");
+  const auto b = run_nlb(common + "--tokens '" + u32.string() + "' --token-dtype u32");
+  BOOST_TEST_REQUIRE(text.exit_code == 0, text.err);
+  BOOST_TEST(a.out == text.out);
+  BOOST_TEST(b.out == text.out);
+  // The default context is the model's n_positions (128).
+  BOOST_TEST(nlohmann::json::parse(text.out)["context"] == 128);
+}
+
+BOOST_AUTO_TEST_CASE(forward_writes_logits_atomically) {
+  const fs::path out = scratch_dir() / "logits.safetensors";
+  const auto r =
+      run_nlb("forward --model '" + tiny_gpt2.string() + "' --text '" + eval_text.string() +
+              "' --context 128 --windows 2 --out '" + out.string() + "'");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const auto written = nlb::io::SafetensorsFile::open(out);
+  const auto& info = written.info("logits");
+  BOOST_TEST((info.shape == std::vector<std::int64_t>{2, 128, 256}));
+  BOOST_TEST((info.dtype == nlb::io::DType::F32));
+  // The fixture holds PyTorch's logits of the same two windows (bytes 0..255 of the text).
+  const auto ref =
+      nlb::io::SafetensorsFile::open(source_dir / "tests/fixtures/tiny-gpt2-reference.safetensors");
+  const auto mine = written.read<double>("logits");
+  const auto theirs = ref.read<double>("logits_f64");
+  double err = 0, scale = 0;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    err = std::max(err, std::abs(mine[i] - theirs[i]));
+    scale = std::max(scale, std::abs(theirs[i]));
+  }
+  BOOST_TEST(err / scale <= nlb::test::tol::model_f32_rel);
+
+  // Asking for more windows than the text holds fails and leaves no file behind.
+  const fs::path missing = scratch_dir() / "never.safetensors";
+  const auto bad =
+      run_nlb("forward --model '" + tiny_gpt2.string() + "' --text '" + eval_text.string() +
+              "' --context 128 --windows 100000 --out '" + missing.string() + "'");
+  BOOST_TEST(bad.exit_code == 1);
+  BOOST_TEST(contains(bad.err, "windows"));
+  BOOST_TEST(!fs::exists(missing));
+  for (const auto& e : fs::directory_iterator(scratch_dir())) {
+    BOOST_TEST(!contains(e.path().filename().string(), "never.safetensors.tmp"));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(generate_is_deterministic_for_a_seed) {
+  const std::string common =
+      "generate --model '" + tiny_gpt2.string() + "' --prompt 'And God said' --tokens 40 ";
+  const auto a = run_nlb(common + "--top-k 5 --temperature 0.8 --seed 7");
+  const auto b = run_nlb(common + "--top-k 5 --temperature 0.8 --seed 7");
+  const auto greedy = run_nlb(common + "--temperature 0");
+  const auto top1 = run_nlb(common + "--top-k 1 --seed 99");
+  BOOST_TEST_REQUIRE(a.exit_code == 0, a.err);
+  BOOST_TEST(a.out == b.out);
+  BOOST_TEST(a.out.rfind("And God said", 0) == 0u);
+  BOOST_TEST(a.out.size() == std::string("And God said").size() + 40 + 1);  // + newline
+  BOOST_TEST(greedy.out == top1.out);
+  BOOST_TEST_MESSAGE("greedy: " << greedy.out);
+}
+
+BOOST_AUTO_TEST_CASE(usage_errors_exit_2_with_a_message) {
+  const auto none = run_nlb("");
+  BOOST_TEST(none.exit_code == 2);
+  const auto unknown = run_nlb("frobnicate");
+  BOOST_TEST(unknown.exit_code == 2);
+  BOOST_TEST(contains(unknown.err, "unknown command"));
+  const auto both = run_nlb("eval --text a --tokens b");
+  BOOST_TEST(both.exit_code == 2);
+  BOOST_TEST(contains(both.err, "exactly one of"));
+  const auto bad_context = run_nlb("eval --text '" + eval_text.string() + "' --context 100000");
+  BOOST_TEST(bad_context.exit_code == 2);
+  BOOST_TEST(contains(bad_context.err, "--context"));
+  const auto missing_text = run_nlb("eval --text /nonexistent.txt");
+  BOOST_TEST(missing_text.exit_code == 1);
+  BOOST_TEST(contains(missing_text.err, "/nonexistent.txt"));
+}
+
+BOOST_AUTO_TEST_CASE(text_on_a_large_vocabulary_model_says_to_pass_tokens) {
+  // A tiny model with a 300-entry vocabulary: the shipped one with a wider embedding.
+  TensorMap t = read_all(tiny_gpt2 / "model.safetensors");
+  auto config = nlohmann::json::parse(slurp(tiny_gpt2 / "config.json"));
+  auto& wte = t["transformer.wte.weight"];
+  wte.values.resize(300 * 128, 0.01f);
+  wte.shape = {300, 128};
+  config["vocab_size"] = 300;
+  const fs::path dir = write_model("vocab300", t, config);
+  const auto r = run_nlb("eval --model '" + dir.string() + "' --text '" + eval_text.string() + "'");
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(contains(r.err, "--tokens"));
+  BOOST_TEST(contains(r.err, "300"));
+}
+
+BOOST_AUTO_TEST_CASE(malformed_model_directories_fail_cleanly) {
+  const auto cases = malformed_model_cases();
+  BOOST_TEST(cases.size() >= 15u + 41u);
+  for (const auto& c : cases) {
+    const fs::path dir = c.make();
+    std::string message;
+    try {
+      nlb::load_model<float>(dir);
+    } catch (const nlb::FormatError& e) {
+      message = e.what();
+    }
+    BOOST_TEST(contains(message, c.phrase),
+               c.name << ": \"" << message << "\" lacks \"" << c.phrase << "\"");
+    const auto r = run_nlb("eval --model '" + dir.string() + "' --text '" + eval_text.string() +
+                           "' --max-windows 1");
+    BOOST_TEST(r.exit_code == 1, c.name << " exit " << r.exit_code << ": " << r.err);
+    BOOST_TEST(contains(r.err, "error:"), c.name);
+  }
+}
