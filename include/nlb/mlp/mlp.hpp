@@ -48,8 +48,10 @@ class Mlp {
         b_proj_(std::move(b_proj)) {
     const Index d = w_fc_.rows();
     const Index h = w_fc_.cols();
-    if constexpr (D != Dynamic) check_dim("Mlp: W_fc rows (compile-time d)", D, d);
-    if constexpr (H != Dynamic) check_dim("Mlp: W_fc cols (compile-time h)", H, h);
+    if constexpr (D != Dynamic)
+      check_dim("Mlp: W_fc rows (compile-time d)", D, d);
+    if constexpr (H != Dynamic)
+      check_dim("Mlp: W_fc cols (compile-time h)", H, h);
     check_dim("Mlp: b_fc size (h)", h, b_fc_.size());
     check_dim("Mlp: W_proj rows (h)", h, w_proj_.rows());
     check_dim("Mlp: W_proj cols (d)", d, w_proj_.cols());
@@ -85,8 +87,8 @@ class Mlp {
 
   Index in_features() const { return w_fc_.rows(); }
   Index hidden_features() const { return w_fc_.cols(); }
-  const RowMatrix<T, D, H>& w_fc() const { return w_fc_; }  // [d, h]
-  const RowVector<T, H>& b_fc() const { return b_fc_; }     // [h]
+  const RowMatrix<T, D, H>& w_fc() const { return w_fc_; }      // [d, h]
+  const RowVector<T, H>& b_fc() const { return b_fc_; }         // [h]
   const RowMatrix<T, H, D>& w_proj() const { return w_proj_; }  // [h, d]
   const RowVector<T, D>& b_proj() const { return b_proj_; }     // [d]
 

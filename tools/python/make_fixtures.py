@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""Writes the reference fixtures under tests/fixtures/ from the shipped models.
+
+Usage: /usr/bin/python3 tools/python/make_fixtures.py
+
+For each of models/tiny-gpt2 and models/tiny-neox:
+  tests/fixtures/<model>-reference.safetensors
+      tokens [2, 128] I64: the first two eval-protocol windows of
+          data/kjv-eval.txt (its bytes 0..255);
+      logits [2, 128, 256] F32 and logits_f64 (F64);
+      loss [2, 127] F32: loss[b, j] = cross-entropy of logits[b, j] against
+          tokens[b, j + 1];
+      tap.embedding and, for every layer i, tap.{i}.block_input,
+          tap.{i}.attn_output, tap.{i}.mlp_input, tap.{i}.mlp_output,
+          tap.{i}.block_output, each [2, 128, d] F32.
+  tests/fixtures/<model>-ppl.json
+      eval-protocol PPL on data/kjv-eval.txt (first 8 windows, all windows)
+      and data/jargon-eval.txt (all windows).
+And for tiny-gpt2 only:
+  tests/fixtures/tiny-gpt2-{f16,bf16}/{config.json,model.safetensors}: the
+      weights rounded (to nearest even) to F16 / BF16;
+  tests/fixtures/tiny-gpt2-{f16,bf16}-logits.safetensors: tokens and logits
+      (F32) of the rounded weights on the same two windows.
+
+Everything is computed in float64 from the stored weights (casting F32, F16
+and BF16 to float64 is exact), then stored as F32 unless stated. Every
+safetensors file carries __metadata__ with the fixture version, the torch
+version, the command and the SHA-256 of the weights it was computed from.
+"""
+
+import hashlib
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+
+from nlb_reference import hf_layout, protocol, safetensors_io  # noqa: E402
+from nlb_reference.data import read_tokens  # noqa: E402
+from nlb_reference.models import context_length  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
+FIXTURE_VERSION = "1"
+COMMAND = "/usr/bin/python3 tools/python/make_fixtures.py"
+MODELS = ("tiny-gpt2", "tiny-neox")
+EVAL_TEXT = "data/kjv-eval.txt"
+CROSS_TEXT = "data/jargon-eval.txt"
+FIXTURE_WINDOWS = 2
+
+
+def sha256_of(path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def stamp(model_dir: str, **extra) -> dict:
+    meta = {
+        "format": "pt",
+        "nlbudget_fixture_version": FIXTURE_VERSION,
+        "generator": "tools/python/make_fixtures.py (nlb_reference)",
+        "torch_version": torch.__version__,
+        "command": COMMAND,
+        "model": model_dir,
+        "model_sha256": sha256_of(os.path.join(REPO, model_dir, "model.safetensors")),
+        "compute_dtype": "float64",
+    }
+    meta.update({k: str(v) for k, v in extra.items()})
+    return meta
+
+
+@torch.no_grad()
+def reference_outputs(model, tokens):
+    """logits (float64), per-position loss (float64) and taps for [B, T] tokens."""
+    taps = {}
+    logits = model(tokens, taps)
+    loss = protocol.per_position_loss(logits, tokens)
+    return logits, loss, taps
+
+
+def write_reference(name: str) -> None:
+    model_dir = f"models/{name}"
+    model, config = hf_layout.load_model_dir(os.path.join(REPO, model_dir), dtype=torch.float64)
+    ctx = context_length(config)
+    tokens = protocol.windows(read_tokens(os.path.join(REPO, EVAL_TEXT)), ctx, FIXTURE_WINDOWS)
+    logits, loss, taps = reference_outputs(model, tokens)
+    tensors = {
+        "tokens": tokens,
+        "logits": logits.float(),
+        "logits_f64": logits,
+        "loss": loss.float(),
+    }
+    for tap_name, value in taps.items():
+        tensors["tap." + tap_name] = value.float()
+    meta = stamp(
+        model_dir,
+        text=EVAL_TEXT,
+        windows=f"first {FIXTURE_WINDOWS} windows of {ctx} bytes (bytes 0..{FIXTURE_WINDOWS * ctx - 1})",
+        loss="loss[b, j] = cross-entropy(logits[b, j], tokens[b, j + 1])",
+    )
+    path = os.path.join(FIXTURES, f"{name}-reference.safetensors")
+    safetensors_io.write(path, tensors, meta)
+    print(f"{os.path.relpath(path, REPO)}: {len(tensors)} tensors, {os.path.getsize(path)} bytes")
+
+    runs = []
+    for text, max_windows in ((EVAL_TEXT, 8), (EVAL_TEXT, None), (CROSS_TEXT, None)):
+        result = protocol.evaluate(model, read_tokens(os.path.join(REPO, text)), ctx, max_windows)
+        runs.append({"text": text, "max_windows": max_windows, **result})
+    ppl = {
+        "model": model_dir,
+        "model_sha256": meta["model_sha256"],
+        "protocol": "consecutive non-overlapping windows of `context` bytes, a shorter last window dropped; "
+        "every position but the first of each window predicted; ppl = exp(mean cross-entropy)",
+        "compute_dtype": "float64",
+        "nlbudget_fixture_version": FIXTURE_VERSION,
+        "torch_version": torch.__version__,
+        "command": COMMAND,
+        "runs": runs,
+    }
+    path = os.path.join(FIXTURES, f"{name}-ppl.json")
+    with open(path, "w") as f:
+        f.write(json.dumps(ppl, indent=2) + "\n")
+    summary = ", ".join(f"{r['text']}[{r['max_windows']}] ppl {r['ppl']:.6f}" for r in runs)
+    print(f"{os.path.relpath(path, REPO)}: {summary}")
+
+
+def write_rounded_copies(name: str = "tiny-gpt2") -> None:
+    source = os.path.join(REPO, "models", name)
+    f32_model, config = hf_layout.load_model_dir(source, dtype=torch.float32)
+    ctx = context_length(config)
+    tokens = protocol.windows(read_tokens(os.path.join(REPO, EVAL_TEXT)), ctx, FIXTURE_WINDOWS)
+    f64_model, _ = hf_layout.load_model_dir(source, dtype=torch.float64)
+    with torch.no_grad():
+        f32_logits = f64_model(tokens)
+    for tag, dtype in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+        directory = os.path.join(FIXTURES, f"{name}-{tag}")
+        # Round the float32 weights once (to nearest, ties to even) and store.
+        hf_layout.save_model_dir(
+            f32_model,
+            directory,
+            dtype=dtype,
+            extra_metadata=stamp(f"models/{name}", rounding=f"float32 -> {tag}, round to nearest even"),
+        )
+        rel_dir = os.path.relpath(directory, REPO)
+        rounded, _ = hf_layout.load_model_dir(directory, dtype=torch.float64)
+        with torch.no_grad():
+            logits = rounded(tokens)
+        diff = float((logits - f32_logits).abs().max())
+        tensors = {"tokens": tokens, "logits": logits.float()}
+        meta = stamp(
+            rel_dir,
+            text=EVAL_TEXT,
+            windows=f"first {FIXTURE_WINDOWS} windows of {ctx} bytes",
+            max_abs_diff_vs_f32_weights=f"{diff:.6e}",
+            max_abs_logit_f32_weights=f"{float(f32_logits.abs().max()):.6e}",
+        )
+        path = os.path.join(FIXTURES, f"{name}-{tag}-logits.safetensors")
+        safetensors_io.write(path, tensors, meta)
+        print(
+            f"{rel_dir}: weights {os.path.getsize(os.path.join(directory, 'model.safetensors'))} bytes; "
+            f"{os.path.relpath(path, REPO)}: max |logits - logits(F32 weights)| = {diff:.3e}"
+        )
+
+
+def main():
+    torch.set_num_threads(1)
+    os.makedirs(FIXTURES, exist_ok=True)
+    for name in MODELS:
+        write_reference(name)
+    write_rounded_copies("tiny-gpt2")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,514 @@
+"""Plain-PyTorch GPT-2 and GPT-NeoX (Pythia) language models.
+
+Written from the published architecture descriptions and checked against
+Hugging Face's modeling code (see tools/python/README.md, "Conventions"), so
+that `state_dict()` yields exactly the tensor names, shapes and layouts that
+`GPT2LMHeadModel.save_pretrained` / `GPTNeoXForCausalLM.save_pretrained` write
+to model.safetensors:
+
+  GPT-2 (sequential residual, learned positions, tied head):
+    transformer.wte.weight [V, d]            transformer.wpe.weight [P, d]
+    transformer.h.{i}.ln_1.{weight,bias} [d]
+    transformer.h.{i}.attn.c_attn.{weight [d, 3d], bias [3d]}   (Conv1D: y = x W + b)
+    transformer.h.{i}.attn.c_proj.{weight [d, d], bias [d]}
+    transformer.h.{i}.ln_2.{weight,bias} [d]
+    transformer.h.{i}.mlp.c_fc.{weight [d, I], bias [I]}
+    transformer.h.{i}.mlp.c_proj.{weight [I, d], bias [d]}
+    transformer.ln_f.{weight,bias} [d]
+    (lm_head.weight is wte.weight; HF does not write it to safetensors.)
+
+  GPT-NeoX (parallel or sequential residual, partial rotary, untied head):
+    gpt_neox.embed_in.weight [V, d]
+    gpt_neox.layers.{i}.input_layernorm.{weight,bias} [d]
+    gpt_neox.layers.{i}.post_attention_layernorm.{weight,bias} [d]
+    gpt_neox.layers.{i}.attention.query_key_value.{weight [3d, d], bias [3d]}  (nn.Linear: y = x W^T + b)
+    gpt_neox.layers.{i}.attention.dense.{weight [d, d], bias [d]}
+    gpt_neox.layers.{i}.mlp.dense_h_to_4h.{weight [I, d], bias [I]}
+    gpt_neox.layers.{i}.mlp.dense_4h_to_h.{weight [d, I], bias [d]}
+    gpt_neox.final_layer_norm.{weight,bias} [d]
+    embed_out.weight [V, d]
+
+Both forwards accept a `taps` dict; when given, it receives detached copies of
+  "embedding"            token (+ position) embedding           [B, T, d]
+  "{i}.block_input"      input of block i                       [B, T, d]
+  "{i}.attn_output"      attention after its output projection,  [B, T, d]
+                         before the residual add
+  "{i}.mlp_input"        MLP input, after its LayerNorm          [B, T, d]
+  "{i}.mlp_output"       MLP output, before the residual add     [B, T, d]
+  "{i}.block_output"     output of block i                       [B, T, d]
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+# ---------------------------------------------------------------- activations
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GPT-2's "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def gelu_erf(x: torch.Tensor) -> torch.Tensor:
+    """Exact GELU ("gelu" in HF configs): 0.5 x (1 + erf(x / sqrt 2))."""
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+ACTIVATIONS = {"gelu_new": gelu_tanh, "gelu": gelu_erf}
+
+
+def causal_softmax_attention(q, k, v, scale: float):
+    """softmax(q k^T * scale + causal mask) v for q, k, v [B, H, T, hd].
+
+    Masked scores are set to the dtype's lowest finite value (as HF does), so
+    a fully masked row cannot arise: position 0 always sees itself.
+    """
+    t = q.shape[-2]
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # [B, H, T, T]
+    allowed = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def _record(taps, name, value):
+    if taps is not None:
+        taps[name] = value.detach().clone()
+
+
+# ---------------------------------------------------------------------- GPT-2
+
+
+@dataclass
+class Gpt2Config:
+    vocab_size: int = 256
+    n_positions: int = 128
+    n_embd: int = 128
+    n_layer: int = 4
+    n_head: int = 4
+    n_inner: int | None = None
+    layer_norm_epsilon: float = 1e-5
+    activation_function: str = "gelu_new"
+    initializer_range: float = 0.02
+
+    @property
+    def inner_size(self) -> int:
+        return self.n_inner if self.n_inner is not None else 4 * self.n_embd
+
+    def to_hf(self, torch_dtype: str = "float32") -> dict:
+        """config.json content as GPT2Config.save_pretrained writes it.
+
+        Dropouts are 0 because the shipped models were trained without
+        dropout; bos/eos are null because a byte-level vocabulary has none.
+        """
+        return {
+            "activation_function": self.activation_function,
+            "architectures": ["GPT2LMHeadModel"],
+            "attn_pdrop": 0.0,
+            "bos_token_id": None,
+            "embd_pdrop": 0.0,
+            "eos_token_id": None,
+            "initializer_range": self.initializer_range,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "model_type": "gpt2",
+            "n_ctx": self.n_positions,
+            "n_embd": self.n_embd,
+            "n_head": self.n_head,
+            "n_inner": self.n_inner,
+            "n_layer": self.n_layer,
+            "n_positions": self.n_positions,
+            "reorder_and_upcast_attn": False,
+            "resid_pdrop": 0.0,
+            "scale_attn_by_inverse_layer_idx": False,
+            "scale_attn_weights": True,
+            "summary_activation": None,
+            "summary_first_dropout": 0.1,
+            "summary_proj_to_labels": True,
+            "summary_type": "cls_index",
+            "summary_use_proj": True,
+            "torch_dtype": torch_dtype,
+            "use_cache": True,
+            "vocab_size": self.vocab_size,
+        }
+
+    @classmethod
+    def from_hf(cls, cfg: dict) -> "Gpt2Config":
+        if cfg.get("model_type") != "gpt2":
+            raise ValueError(f"expected model_type 'gpt2', found {cfg.get('model_type')!r}")
+        # Options this implementation does not model must have their default.
+        for key, supported in (
+            ("scale_attn_weights", True),
+            ("scale_attn_by_inverse_layer_idx", False),
+            ("reorder_and_upcast_attn", False),
+            ("add_cross_attention", False),
+        ):
+            if cfg.get(key, supported) != supported:
+                raise ValueError(f"unsupported GPT-2 option {key}={cfg[key]!r}")
+        return cls(
+            vocab_size=cfg["vocab_size"],
+            n_positions=cfg["n_positions"],
+            n_embd=cfg["n_embd"],
+            n_layer=cfg["n_layer"],
+            n_head=cfg["n_head"],
+            n_inner=cfg.get("n_inner"),
+            layer_norm_epsilon=cfg.get("layer_norm_epsilon", 1e-5),
+            activation_function=cfg.get("activation_function", "gelu_new"),
+            initializer_range=cfg.get("initializer_range", 0.02),
+        )
+
+
+class Conv1D(nn.Module):
+    """GPT-2's "Conv1D": a dense layer stored as weight [in, out], y = x W + b."""
+
+    def __init__(self, n_in: int, n_out: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n_in, n_out))
+        self.bias = nn.Parameter(torch.zeros(n_out))
+
+    def forward(self, x):
+        return torch.matmul(x, self.weight) + self.bias
+
+
+class Gpt2Attention(nn.Module):
+    def __init__(self, config: Gpt2Config):
+        super().__init__()
+        if config.n_embd % config.n_head != 0:
+            raise ValueError("n_embd must be a multiple of n_head")
+        self.n_head = config.n_head
+        self.head_dim = config.n_embd // config.n_head
+        self.c_attn = Conv1D(config.n_embd, 3 * config.n_embd)
+        self.c_proj = Conv1D(config.n_embd, config.n_embd)
+
+    def forward(self, x):  # x [B, T, d]
+        b, t, d = x.shape
+        # c_attn's output columns are q | k | v, each d wide; within each, head
+        # h owns columns [h*hd, (h+1)*hd).
+        q, k, v = self.c_attn(x).split(d, dim=-1)
+
+        def heads(z):  # [B, T, d] -> [B, H, T, hd]
+            return z.view(b, t, self.n_head, self.head_dim).transpose(1, 2)
+
+        y = causal_softmax_attention(heads(q), heads(k), heads(v), 1.0 / math.sqrt(self.head_dim))
+        return self.c_proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class Gpt2Mlp(nn.Module):
+    def __init__(self, config: Gpt2Config):
+        super().__init__()
+        self.c_fc = Conv1D(config.n_embd, config.inner_size)
+        self.c_proj = Conv1D(config.inner_size, config.n_embd)
+        self.act = ACTIVATIONS[config.activation_function]
+
+    def forward(self, x):
+        return self.c_proj(self.act(self.c_fc(x)))
+
+
+class Gpt2Block(nn.Module):
+    def __init__(self, config: Gpt2Config):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.attn = Gpt2Attention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.mlp = Gpt2Mlp(config)
+
+    def forward(self, x, taps=None, prefix=""):
+        _record(taps, prefix + "block_input", x)
+        a = self.attn(self.ln_1(x))
+        _record(taps, prefix + "attn_output", a)
+        h = x + a
+        m_in = self.ln_2(h)
+        _record(taps, prefix + "mlp_input", m_in)
+        m = self.mlp(m_in)
+        _record(taps, prefix + "mlp_output", m)
+        out = h + m
+        _record(taps, prefix + "block_output", out)
+        return out
+
+
+class Gpt2Body(nn.Module):
+    """HF's GPT2Model: embeddings, blocks, final LayerNorm."""
+
+    def __init__(self, config: Gpt2Config):
+        super().__init__()
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.n_positions, config.n_embd)
+        self.h = nn.ModuleList(Gpt2Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+
+
+class Gpt2LMHeadModel(nn.Module):
+    def __init__(self, config: Gpt2Config):
+        super().__init__()
+        self.config = config
+        self.transformer = Gpt2Body(config)
+
+    def forward(self, tokens, taps=None):
+        """tokens [B, T] (int64, T <= n_positions) -> logits [B, T, V]."""
+        t = tokens.shape[1]
+        if t > self.config.n_positions:
+            raise ValueError(f"sequence of {t} tokens exceeds n_positions {self.config.n_positions}")
+        body = self.transformer
+        positions = torch.arange(t, device=tokens.device)
+        x = body.wte(tokens) + body.wpe(positions)[None]
+        _record(taps, "embedding", x)
+        for i, block in enumerate(body.h):
+            x = block(x, taps, f"{i}.")
+        # Tied head: logits = ln_f(x) wte^T.
+        return torch.matmul(body.ln_f(x), body.wte.weight.t())
+
+    def init_weights(self, generator: torch.Generator):
+        """GPT-2's scheme: N(0, 0.02) everywhere, residual output projections
+        scaled by 1/sqrt(2 n_layer), zero biases, unit LayerNorm gains."""
+        std = self.config.initializer_range
+        for name, p in self.named_parameters():
+            if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name.endswith("ln_f.weight"):
+                nn.init.ones_(p)
+            elif p.dim() == 1:
+                nn.init.zeros_(p)
+            elif name.endswith("c_proj.weight"):
+                with torch.no_grad():
+                    p.normal_(0.0, std / math.sqrt(2 * self.config.n_layer), generator=generator)
+            else:
+                with torch.no_grad():
+                    p.normal_(0.0, std, generator=generator)
+
+
+# ------------------------------------------------------------------- GPT-NeoX
+
+
+@dataclass
+class NeoXConfig:
+    vocab_size: int = 256
+    max_position_embeddings: int = 128
+    hidden_size: int = 128
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    intermediate_size: int = 512
+    rotary_pct: float = 0.25
+    rotary_emb_base: int = 10000
+    use_parallel_residual: bool = True
+    hidden_act: str = "gelu"
+    layer_norm_eps: float = 1e-5
+    initializer_range: float = 0.02
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def rotary_ndims(self) -> int:
+        # HF: int(head_size * rotary_pct), truncation toward zero.
+        return int(self.head_size * self.rotary_pct)
+
+    def to_hf(self, torch_dtype: str = "float32") -> dict:
+        """config.json content as GPTNeoXConfig.save_pretrained writes it."""
+        return {
+            "architectures": ["GPTNeoXForCausalLM"],
+            "attention_bias": True,
+            "attention_dropout": 0.0,
+            "bos_token_id": None,
+            "classifier_dropout": 0.1,
+            "eos_token_id": None,
+            "hidden_act": self.hidden_act,
+            "hidden_dropout": 0.0,
+            "hidden_size": self.hidden_size,
+            "initializer_range": self.initializer_range,
+            "intermediate_size": self.intermediate_size,
+            "layer_norm_eps": self.layer_norm_eps,
+            "max_position_embeddings": self.max_position_embeddings,
+            "model_type": "gpt_neox",
+            "num_attention_heads": self.num_attention_heads,
+            "num_hidden_layers": self.num_hidden_layers,
+            "rope_scaling": None,
+            "rotary_emb_base": self.rotary_emb_base,
+            "rotary_pct": self.rotary_pct,
+            "tie_word_embeddings": False,
+            "torch_dtype": torch_dtype,
+            "use_cache": True,
+            "use_parallel_residual": self.use_parallel_residual,
+            "vocab_size": self.vocab_size,
+        }
+
+    @classmethod
+    def from_hf(cls, cfg: dict) -> "NeoXConfig":
+        if cfg.get("model_type") != "gpt_neox":
+            raise ValueError(f"expected model_type 'gpt_neox', found {cfg.get('model_type')!r}")
+        for key, supported in (("rope_scaling", None), ("attention_bias", True), ("tie_word_embeddings", False)):
+            if cfg.get(key, supported) != supported:
+                raise ValueError(f"unsupported GPT-NeoX option {key}={cfg[key]!r}")
+        return cls(
+            vocab_size=cfg["vocab_size"],
+            max_position_embeddings=cfg["max_position_embeddings"],
+            hidden_size=cfg["hidden_size"],
+            num_hidden_layers=cfg["num_hidden_layers"],
+            num_attention_heads=cfg["num_attention_heads"],
+            intermediate_size=cfg["intermediate_size"],
+            rotary_pct=cfg.get("rotary_pct", 0.25),
+            rotary_emb_base=cfg.get("rotary_emb_base", 10000),
+            use_parallel_residual=cfg.get("use_parallel_residual", True),
+            hidden_act=cfg.get("hidden_act", "gelu"),
+            layer_norm_eps=cfg.get("layer_norm_eps", 1e-5),
+            initializer_range=cfg.get("initializer_range", 0.02),
+        )
+
+
+def rotary_cos_sin(t: int, rotary_ndims: int, base: float, dtype, device=None):
+    """cos, sin tables [T, rotary_ndims] in HF's layout.
+
+    inv_freq[j] = base^(-2j / rotary_ndims), j < rotary_ndims / 2, and the
+    angle table is cat(freqs, freqs): dimension j and j + rotary_ndims/2 share
+    a frequency (the "rotate_half" pairing, not interleaved pairs). Computed in
+    float64 and rounded once to `dtype` (HF computes the angles in float32).
+    """
+    inv_freq = 1.0 / (base ** (torch.arange(0, rotary_ndims, 2, dtype=torch.float64) / rotary_ndims))
+    freqs = torch.arange(t, dtype=torch.float64)[:, None] * inv_freq[None, :]  # [T, rot/2]
+    angles = torch.cat([freqs, freqs], dim=-1)  # [T, rot]
+    return angles.cos().to(dtype=dtype, device=device), angles.sin().to(dtype=dtype, device=device)
+
+
+def rotate_half(x):
+    """HF's rotate_half: (x1, x2) -> (-x2, x1) with x1, x2 the two halves of the last dim."""
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+class NeoXAttention(nn.Module):
+    def __init__(self, config: NeoXConfig):
+        super().__init__()
+        if config.hidden_size % config.num_attention_heads != 0:
+            raise ValueError("hidden_size must be a multiple of num_attention_heads")
+        self.n_head = config.num_attention_heads
+        self.head_size = config.head_size
+        self.rotary_ndims = config.rotary_ndims
+        self.rotary_base = config.rotary_emb_base
+        self.query_key_value = nn.Linear(config.hidden_size, 3 * config.hidden_size)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, x):  # x [B, T, d]
+        b, t, d = x.shape
+        # The fused output is viewed as [B, T, H, 3 hd]: head h owns rows
+        # [3 hd h, 3 hd (h+1)) of the weight, as q_h | k_h | v_h.
+        qkv = self.query_key_value(x).view(b, t, self.n_head, 3 * self.head_size)
+        q = qkv[..., : self.head_size].transpose(1, 2)  # [B, H, T, hd]
+        k = qkv[..., self.head_size : 2 * self.head_size].transpose(1, 2)
+        v = qkv[..., 2 * self.head_size :].transpose(1, 2)
+        r = self.rotary_ndims
+        if r > 0:
+            cos, sin = rotary_cos_sin(t, r, self.rotary_base, x.dtype, x.device)
+            q = torch.cat([q[..., :r] * cos + rotate_half(q[..., :r]) * sin, q[..., r:]], dim=-1)
+            k = torch.cat([k[..., :r] * cos + rotate_half(k[..., :r]) * sin, k[..., r:]], dim=-1)
+        y = causal_softmax_attention(q, k, v, self.head_size**-0.5)
+        return self.dense(y.transpose(1, 2).reshape(b, t, d))
+
+
+class NeoXMlp(nn.Module):
+    def __init__(self, config: NeoXConfig):
+        super().__init__()
+        self.dense_h_to_4h = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.dense_4h_to_h = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.act = ACTIVATIONS[config.hidden_act]
+
+    def forward(self, x):
+        return self.dense_4h_to_h(self.act(self.dense_h_to_4h(x)))
+
+
+class NeoXLayer(nn.Module):
+    def __init__(self, config: NeoXConfig):
+        super().__init__()
+        self.parallel = config.use_parallel_residual
+        self.input_layernorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.post_attention_layernorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.attention = NeoXAttention(config)
+        self.mlp = NeoXMlp(config)
+
+    def forward(self, x, taps=None, prefix=""):
+        _record(taps, prefix + "block_input", x)
+        a = self.attention(self.input_layernorm(x))
+        _record(taps, prefix + "attn_output", a)
+        if self.parallel:
+            # x + attn(ln1(x)) + mlp(ln2(x)): both branches read the block input.
+            m_in = self.post_attention_layernorm(x)
+            _record(taps, prefix + "mlp_input", m_in)
+            m = self.mlp(m_in)
+            _record(taps, prefix + "mlp_output", m)
+            out = m + a + x
+        else:
+            h = a + x
+            m_in = self.post_attention_layernorm(h)
+            _record(taps, prefix + "mlp_input", m_in)
+            m = self.mlp(m_in)
+            _record(taps, prefix + "mlp_output", m)
+            out = m + h
+        _record(taps, prefix + "block_output", out)
+        return out
+
+
+class NeoXBody(nn.Module):
+    """HF's GPTNeoXModel: input embedding, layers, final LayerNorm."""
+
+    def __init__(self, config: NeoXConfig):
+        super().__init__()
+        self.embed_in = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.layers = nn.ModuleList(NeoXLayer(config) for _ in range(config.num_hidden_layers))
+        self.final_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+
+class NeoXForCausalLM(nn.Module):
+    def __init__(self, config: NeoXConfig):
+        super().__init__()
+        self.config = config
+        self.gpt_neox = NeoXBody(config)
+        self.embed_out = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+
+    def forward(self, tokens, taps=None):
+        """tokens [B, T] (int64) -> logits [B, T, V]."""
+        body = self.gpt_neox
+        x = body.embed_in(tokens)
+        _record(taps, "embedding", x)
+        for i, layer in enumerate(body.layers):
+            x = layer(x, taps, f"{i}.")
+        return self.embed_out(body.final_layer_norm(x))
+
+    def init_weights(self, generator: torch.Generator):
+        """Same scheme as GPT-2: N(0, 0.02), residual output projections
+        (attention.dense, mlp.dense_4h_to_h) scaled by 1/sqrt(2 n_layer)."""
+        std = self.config.initializer_range
+        for name, p in self.named_parameters():
+            if "layernorm.weight" in name or name.endswith("final_layer_norm.weight"):
+                nn.init.ones_(p)
+            elif p.dim() == 1:
+                nn.init.zeros_(p)
+            elif name.endswith("attention.dense.weight") or name.endswith("dense_4h_to_h.weight"):
+                with torch.no_grad():
+                    p.normal_(0.0, std / math.sqrt(2 * self.config.num_hidden_layers), generator=generator)
+            else:
+                with torch.no_grad():
+                    p.normal_(0.0, std, generator=generator)
+
+
+# -------------------------------------------------------------------- helpers
+
+
+def config_from_hf(cfg: dict):
+    """Gpt2Config or NeoXConfig from a parsed config.json."""
+    kind = cfg.get("model_type")
+    if kind == "gpt2":
+        return Gpt2Config.from_hf(cfg)
+    if kind == "gpt_neox":
+        return NeoXConfig.from_hf(cfg)
+    raise ValueError(f"unknown model_type {kind!r} (expected 'gpt2' or 'gpt_neox')")
+
+
+def build_model(config):
+    if isinstance(config, Gpt2Config):
+        return Gpt2LMHeadModel(config)
+    if isinstance(config, NeoXConfig):
+        return NeoXForCausalLM(config)
+    raise TypeError(f"unknown config type {type(config).__name__}")
+
+
+def context_length(config) -> int:
+    return config.n_positions if isinstance(config, Gpt2Config) else config.max_position_embeddings

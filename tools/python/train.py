@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+"""Trains a tiny byte-level GPT-2 or GPT-NeoX model on the KJV training split
+and writes it as a Hugging Face model directory.
+
+Usage:
+  /usr/bin/python3 tools/python/train.py --arch gpt2 --out models/tiny-gpt2
+  /usr/bin/python3 tools/python/train.py --arch neox --out models/tiny-neox
+
+Writes into --out: config.json, model.safetensors (F32), train_log.txt and
+metrics.json (eval-protocol perplexities on data/kjv-eval.txt and
+data/jargon-eval.txt, in float64, and the training settings).
+
+Deterministic for a given machine and BLAS library: one thread, a fixed seed
+for initialisation and batch sampling, deterministic algorithms. The number of
+steps is fixed (no early stopping, no selection on the evaluation text; the
+validation loss in the log is for information only).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from nlb_reference import hf_layout, protocol  # noqa: E402
+from nlb_reference.data import read_tokens  # noqa: E402
+from nlb_reference.models import Gpt2Config, NeoXConfig, build_model, context_length  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+ARCHS = {
+    # 4 layers, d 128, 4 heads, context 128, byte vocabulary.
+    "gpt2": lambda: Gpt2Config(vocab_size=256, n_positions=128, n_embd=128, n_layer=4, n_head=4),
+    "neox": lambda: NeoXConfig(
+        vocab_size=256,
+        max_position_embeddings=128,
+        hidden_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=512,
+        rotary_pct=0.25,
+        rotary_emb_base=10000,
+        use_parallel_residual=True,
+    ),
+}
+
+
+def blas_library() -> str:
+    """The BLAS shared object this process loaded (for the record: training
+    results differ in the last bits between BLAS implementations)."""
+    torch.ones(2, 2) @ torch.ones(2, 2)
+    with open("/proc/self/maps") as f:
+        libs = sorted({line.split()[-1] for line in f if "blas" in line.lower() and "/" in line})
+    return ", ".join(libs) or "unknown"
+
+
+def lr_at(step: int, args) -> float:
+    """Linear warm-up, then cosine decay to 10% of the peak."""
+    if step < args.warmup:
+        return args.lr * (step + 1) / args.warmup
+    progress = (step - args.warmup) / max(1, args.steps - args.warmup)
+    return args.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", choices=sorted(ARCHS), required=True)
+    ap.add_argument("--out", required=True, help="model directory to write")
+    ap.add_argument("--train", default=os.path.join(REPO, "out", "data", "kjv-train.txt"))
+    ap.add_argument("--eval-text", default=os.path.join(REPO, "data", "kjv-eval.txt"))
+    ap.add_argument("--cross-text", default=os.path.join(REPO, "data", "jargon-eval.txt"))
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--log-every", type=int, default=50)
+    ap.add_argument("--val-windows", type=int, default=32, help="eval windows used for the logged val loss")
+    ap.add_argument("--no-metrics", action="store_true", help="write only the model (used by self_check.py)")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(args.seed)
+    config = ARCHS[args.arch]()
+    ctx = context_length(config)
+    model = build_model(config)
+    init_gen = torch.Generator().manual_seed(args.seed)
+    model.init_weights(init_gen)
+
+    train_tokens = torch.tensor(read_tokens(args.train), dtype=torch.int64)
+    eval_tokens = read_tokens(args.eval_text)
+    val_windows = protocol.windows(eval_tokens, ctx, args.val_windows)
+
+    # Weight decay on matrices and embeddings only, not on biases or LayerNorm.
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr,
+        betas=(0.9, 0.95),
+        eps=1e-8,
+    )
+    batch_gen = torch.Generator().manual_seed(args.seed + 1)
+    offsets = torch.arange(ctx + 1)
+
+    os.makedirs(args.out, exist_ok=True)
+    log_lines = [
+        f"# {args.arch}: {sum(p.numel() for p in model.parameters())} parameters; "
+        f"steps {args.steps}, batch {args.batch} x {ctx + 1} bytes, AdamW lr {args.lr} "
+        f"(warm-up {args.warmup}, cosine to 10%), betas (0.9, 0.95), weight decay {args.weight_decay}, "
+        f"grad clip 1.0, seed {args.seed}, threads {args.threads}, torch {torch.__version__}",
+        f"# train split: {os.path.relpath(args.train, REPO)} ({train_tokens.numel()} bytes); val loss: first "
+        f"{val_windows.shape[0]} windows of {os.path.relpath(args.eval_text, REPO)} (float32, eval protocol)",
+        "# step  train_loss  val_loss  lr  elapsed_s",
+    ]
+    print("\n".join(log_lines), flush=True)
+    start = time.time()
+    running = 0.0
+    count = 0
+    for step in range(args.steps):
+        model.train()
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, args)
+        starts = torch.randint(0, train_tokens.numel() - ctx - 1, (args.batch,), generator=batch_gen)
+        seq = train_tokens[starts[:, None] + offsets]  # [B, ctx + 1]
+        logits = model(seq[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), seq[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        running += float(loss)
+        count += 1
+        if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
+            model.eval()
+            val = protocol.evaluate(model, val_windows.flatten(), ctx)["mean_loss"]
+            line = (
+                f"{step + 1:6d}  {running / count:.4f}  {val:.4f}  {lr_at(step, args):.2e}  "
+                f"{time.time() - start:.0f}"
+            )
+            print(line, flush=True)
+            log_lines.append(line)
+            running = 0.0
+            count = 0
+    train_seconds = time.time() - start
+
+    model.eval()
+    hf_layout.save_model_dir(model, args.out)
+    if args.no_metrics:
+        return
+    # Metrics from the written file, in float64, so that they describe the
+    # shipped weights exactly.
+    shipped, _ = hf_layout.load_model_dir(args.out, dtype=torch.float64)
+    metrics = {
+        "arch": args.arch,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "protocol": "consecutive non-overlapping windows of `context` bytes (short last window dropped); "
+        "every position but the first predicted; ppl = exp(mean cross-entropy); float64",
+        "kjv_eval": {"text": os.path.relpath(args.eval_text, REPO), **protocol.evaluate(shipped, eval_tokens, ctx)},
+        "jargon_eval": {
+            "text": os.path.relpath(args.cross_text, REPO),
+            **protocol.evaluate(shipped, read_tokens(args.cross_text), ctx),
+        },
+        "training": {
+            "steps": args.steps,
+            "batch": args.batch,
+            "sequence_bytes": ctx + 1,
+            "tokens_seen": args.steps * args.batch * ctx,
+            "lr": args.lr,
+            "warmup": args.warmup,
+            "weight_decay": args.weight_decay,
+            "seed": args.seed,
+            "threads": args.threads,
+            "seconds": round(train_seconds, 1),
+            "torch_version": torch.__version__,
+            "blas": blas_library(),
+            "command": "/usr/bin/python3 tools/python/train.py " + " ".join(sys.argv[1:]),
+        },
+    }
+    log_lines.append(
+        f"# done in {train_seconds:.0f} s; kjv-eval ppl {metrics['kjv_eval']['ppl']:.4f}, "
+        f"jargon-eval ppl {metrics['jargon_eval']['ppl']:.4f} (float64, all windows)"
+    )
+    print(log_lines[-1])
+    with open(os.path.join(args.out, "train_log.txt"), "w") as f:
+        f.write("\n".join(log_lines) + "\n")
+    with open(os.path.join(args.out, "metrics.json"), "w") as f:
+        f.write(json.dumps(metrics, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
