@@ -24,8 +24,8 @@ struct RotaryAngles {
 template <class T>
 RotaryAngles<T> rotary_angles(Index first, Index count, Index rotary_dims, double base) {
   if (rotary_dims % 2 != 0 || rotary_dims < 0) {
-    throw ArgumentError(detail::expected_found("rotary_angles: rotary dims",
-                                               "an even non-negative number", rotary_dims));
+    throw ArgumentError(nlb::detail::expected_found("rotary_angles: rotary dims",
+                                                    "an even non-negative number", rotary_dims));
   }
   const Index half = rotary_dims / 2;
   RotaryAngles<T> a;

@@ -56,8 +56,8 @@ class GatedMLP {
     ColVector<Scalar> scores;        // [T]
     std::vector<Index> linear_rows;  // rows routed to the surrogate, ascending
     std::vector<Index> full_rows;    // rows routed to the MLP, ascending
-    Input gathered_in;               // [rows of one group, d]
-    Output gathered_out;             // [rows of one group, d]
+    Input gathered_in;               // [≥ T, d]: one group's rows at the top
+    Output gathered_out;             // [≥ T, d]
     typename MlpT::Workspace mlp;
   };
 
@@ -147,10 +147,17 @@ class GatedMLP {
   template <class Path>
   static void run_group(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y,
                         const std::vector<Index>& rows, Workspace& ws, Path&& path) {
-    ws.gathered_in = X(rows, Eigen::all);  // [n, d]
-    ws.gathered_out.resize(ws.gathered_in.rows(), ws.gathered_in.cols());
-    path(ws.gathered_in, ws.gathered_out);
-    Y(rows, Eigen::all) = ws.gathered_out;
+    const auto n = static_cast<Index>(rows.size());
+    // Buffers sized for the whole batch once, then reused: the groups change size every call.
+    if (ws.gathered_in.rows() < X.rows() || ws.gathered_in.cols() != X.cols()) {
+      ws.gathered_in.resize(X.rows(), X.cols());
+      ws.gathered_out.resize(X.rows(), X.cols());
+    }
+    auto in = ws.gathered_in.topRows(n);  // [n, d], contiguous
+    auto out = ws.gathered_out.topRows(n);
+    in = X(rows, Eigen::all);
+    path(in, out);
+    Y(rows, Eigen::all) = out;
   }
 
   MlpT mlp_;

@@ -30,7 +30,7 @@ class Mlp {
 
   /// Scratch memory for forward(); reuse one across calls to avoid an allocation per call.
   struct Workspace {
-    Hidden hidden;  // [T, h]
+    Hidden hidden;  // [≥ T, h]: grows to the largest batch seen, never shrinks
   };
 
   /// An MLP with zero weights of width d and hidden width h (the compile-time sizes by default).
@@ -63,12 +63,17 @@ class Mlp {
     check_dim("Mlp::forward: input width (d)", in_features(), X.cols());
     check_dim("Mlp::forward: output rows (T)", X.rows(), Y.rows());
     check_dim("Mlp::forward: output width (d)", in_features(), Y.cols());
-    ws.hidden.resize(X.rows(), hidden_features());
-    ws.hidden.noalias() = X * w_fc_;  // [T, h]
-    ws.hidden.rowwise() += b_fc_;
-    // The hidden block is contiguous (row-major, exactly [T, h]): one kernel call.
-    Act::apply(Backend{}, ws.hidden.data(), ws.hidden.size());
-    Y.noalias() = ws.hidden * w_proj_;  // [T, d]
+    // The buffer only grows: batches of varying size (a GatedMLP's groups) must not free and
+    // reallocate megabytes per call, which costs page faults on every first touch.
+    if (ws.hidden.rows() < X.rows() || ws.hidden.cols() != hidden_features()) {
+      ws.hidden.resize(X.rows(), hidden_features());
+    }
+    auto hidden = ws.hidden.topRows(X.rows());  // [T, h]
+    hidden.noalias() = X * w_fc_;
+    hidden.rowwise() += b_fc_;
+    // The top rows of a row-major matrix are contiguous: one kernel call over [T, h].
+    Act::apply(Backend{}, hidden.data(), hidden.size());
+    Y.noalias() = hidden * w_proj_;  // [T, d]
     Y.rowwise() += b_proj_;
   }
 

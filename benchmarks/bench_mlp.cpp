@@ -1,0 +1,118 @@
+// Dense Mlp vs GatedMLP vs the bare Eigen GEMMs of the same shapes, side by side in one run.
+//
+//   build/release/benchmarks/bench_mlp --benchmark_format=json > mlp.json
+//   /usr/bin/python3 benchmarks/report.py mlp.json     # tables with measured/predicted speedups
+//
+// Arguments: {d, T} for dense and bare GEMM, {d, T, 100·f} for gated. One thread.
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include "nlb/nlb.hpp"
+
+namespace {
+
+using nlb::Index;
+using Matrix = nlb::Activations<float>;
+using MlpT = nlb::Mlp<float>;
+using SurrogateT = nlb::RidgeSurrogate<float>;
+using GateT = nlb::HyperplaneGate<float>;
+
+nlb::RowMatrix<float> random_matrix(Index rows, Index cols, float scale, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  nlb::RowMatrix<float> m(rows, cols);
+  for (Index i = 0; i < m.size(); ++i)
+    m.data()[i] = normal(rng);
+  return m;
+}
+
+MlpT random_mlp(Index d) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  return MlpT(random_matrix(d, 4 * d, scale, 1), random_matrix(1, 4 * d, 0.1f, 2),
+              random_matrix(4 * d, d, scale / 2, 3), random_matrix(1, d, 0.1f, 4));
+}
+
+void set_counters(benchmark::State& state, Index d, Index tokens, double flops_per_token) {
+  state.SetItemsProcessed(state.iterations() * tokens);  // items/s = tokens/s
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops_per_token * static_cast<double>(tokens) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["d"] = static_cast<double>(d);
+  state.counters["T"] = static_cast<double>(tokens);
+}
+
+void BM_DenseMlp(benchmark::State& state) {
+  const Index d = state.range(0), tokens = state.range(1);
+  const MlpT mlp = random_mlp(d);
+  const Matrix X = random_matrix(tokens, d, 1.0f, 5);
+  Matrix Y(tokens, d);
+  MlpT::Workspace ws;
+  for (auto _ : state) {
+    mlp.forward(X, Y, ws);
+    benchmark::DoNotOptimize(Y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, d, tokens, nlb::flops::dense_mlp_per_token(double(d), 4.0 * double(d)));
+}
+
+void BM_GatedMlp(benchmark::State& state) {
+  const Index d = state.range(0), tokens = state.range(1);
+  const double fraction = static_cast<double>(state.range(2)) / 100.0;
+  const Matrix X = random_matrix(tokens, d, 1.0f, 5);
+  GateT gate(nlb::ColVector<float>(random_matrix(d, 1, 1.0f, 6).col(0)), 0.0f);
+  gate.calibrate_linear_fraction(X, fraction);
+  const nlb::GatedMLP<MlpT, SurrogateT, GateT> gated(
+      random_mlp(d), SurrogateT(random_matrix(d, d, 0.03f, 7), random_matrix(1, d, 0.1f, 8)), gate);
+  Matrix Y(tokens, d);
+  decltype(gated)::Workspace ws;
+  nlb::RouteCounts counts;
+  for (auto _ : state) {
+    counts = gated.forward(X, Y, ws);
+    benchmark::DoNotOptimize(Y.data());
+    benchmark::ClobberMemory();
+  }
+  const double f = counts.linear_fraction();
+  set_counters(state, d, tokens, nlb::flops::gated_mlp_per_token(double(d), 4.0 * double(d), f));
+  state.counters["linear_fraction"] = f;
+  state.counters["predicted_speedup"] = nlb::flops::predicted_mlp_speedup(f);
+}
+
+// The two GEMMs of the MLP and nothing else: the ceiling the Mlp is measured against.
+void BM_BareGemm(benchmark::State& state) {
+  const Index d = state.range(0), tokens = state.range(1);
+  const MlpT mlp = random_mlp(d);
+  const Matrix X = random_matrix(tokens, d, 1.0f, 5);
+  Matrix H(tokens, 4 * d), Y(tokens, d);
+  for (auto _ : state) {
+    H.noalias() = X * mlp.w_fc();
+    Y.noalias() = H * mlp.w_proj();
+    benchmark::DoNotOptimize(Y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, d, tokens, nlb::flops::dense_mlp_per_token(double(d), 4.0 * double(d)));
+}
+
+void dense_args(benchmark::internal::Benchmark* b) {
+  for (int d : {768, 1024}) {
+    for (int t : {64, 512})
+      b->Args({d, t});
+  }
+}
+
+void gated_args(benchmark::internal::Benchmark* b) {
+  for (int d : {768, 1024}) {
+    for (int t : {64, 512}) {
+      for (int f : {0, 25, 50, 75, 100})
+        b->Args({d, t, f});
+    }
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_BareGemm)->Apply(dense_args)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DenseMlp)->Apply(dense_args)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GatedMlp)->Apply(gated_args)->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Turns Google Benchmark JSON output into the Markdown tables of docs/benchmarks.md.
+
+Usage: /usr/bin/python3 benchmarks/report.py RESULT.json [...]
+
+Uses the median aggregate when the run had --benchmark_repetitions, else the single run.
+For bench_mlp it adds the comparisons the issue asks for: Mlp GFLOP/s against the bare
+GEMMs, and the measured GatedMLP speedup against the FLOP-predicted 16 / (16(1-f) + 2f).
+"""
+import json
+import sys
+
+
+def load(paths):
+    rows = {}
+    context = None
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        context = context or data.get("context", {})
+        for b in data["benchmarks"]:
+            aggregate = b.get("aggregate_name")
+            if aggregate not in (None, "median"):
+                continue
+            name = b.get("run_name", b["name"])
+            if aggregate is None and name in rows:
+                continue  # keep the median when both exist
+            rows[name] = b
+    return context, rows
+
+
+def seconds(b):
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b.get("time_unit", "ns")]
+    return b["real_time"] * scale
+
+
+def mlp_tables(rows):
+    out = []
+    dense = {n: b for n, b in rows.items() if n.startswith("BM_DenseMlp/")}
+    bare = {n: b for n, b in rows.items() if n.startswith("BM_BareGemm/")}
+    gated = {n: b for n, b in rows.items() if n.startswith("BM_GatedMlp/")}
+    if dense and bare:
+        out.append("| d | T | bare GEMMs GFLOP/s | Mlp GFLOP/s | Mlp / bare |")
+        out.append("|---|---|---|---|---|")
+        for name, b in dense.items():
+            args = name.split("/", 1)[1]
+            g = bare.get("BM_BareGemm/" + args)
+            if g is None:
+                continue
+            d, t = args.split("/")[:2]
+            out.append(f"| {d} | {t} | {g['GFLOP/s']:.1f} | {b['GFLOP/s']:.1f} | "
+                       f"{100 * b['GFLOP/s'] / g['GFLOP/s']:.1f}% |")
+        out.append("")
+    if dense and gated:
+        out.append("| d | T | f | gated tokens/s | measured speedup | predicted | measured / predicted |")
+        out.append("|---|---|---|---|---|---|---|")
+        for name, b in gated.items():
+            d, t, f = name.split("/")[1:4]
+            base = dense.get(f"BM_DenseMlp/{d}/{t}")
+            if base is None:
+                continue
+            measured = seconds(base) / seconds(b)
+            predicted = b["predicted_speedup"]
+            out.append(f"| {d} | {t} | {b['linear_fraction']:.2f} | {b['items_per_second']:.0f} | "
+                       f"{measured:.2f}x | {predicted:.2f}x | {100 * measured / predicted:.0f}% |")
+        out.append("")
+    return out
+
+
+def generic_table(rows):
+    out = ["| benchmark | time | counters |", "|---|---|---|"]
+    for name, b in rows.items():
+        counters = ", ".join(
+            f"{k} {v:.4g}" for k, v in b.items()
+            if isinstance(v, (int, float)) and k not in (
+                "real_time", "cpu_time", "iterations", "repetitions", "repetition_index",
+                "threads", "family_index", "per_family_instance_index"))
+        out.append(f"| {name} | {b['real_time']:.4g} {b.get('time_unit', 'ns')} | {counters} |")
+    return out
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    context, rows = load(sys.argv[1:])
+    print(f"Machine: {context.get('num_cpus')} CPUs at {context.get('mhz_per_cpu')} MHz, "
+          f"date {context.get('date')}, library build {context.get('library_build_type')}")
+    print()
+    lines = mlp_tables(rows)
+    print("\n".join(lines if lines else generic_table(rows)))
+
+
+if __name__ == "__main__":
+    main()
