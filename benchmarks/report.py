@@ -34,6 +34,13 @@ def seconds(b):
     return b["real_time"] * scale
 
 
+def by_args(items):
+    """Sorts (name, row) pairs by their numeric arguments: d, then T, then f."""
+    def key(item):
+        return [int(a) if a.isdigit() else 0 for a in item[0].split("/")[1:]]
+    return sorted(items, key=key)
+
+
 def mlp_tables(rows):
     out = []
     dense = {n: b for n, b in rows.items() if n.startswith("BM_DenseMlp/")}
@@ -42,7 +49,7 @@ def mlp_tables(rows):
     if dense and bare:
         out.append("| d | T | bare GEMMs GFLOP/s | Mlp GFLOP/s | Mlp / bare |")
         out.append("|---|---|---|---|---|")
-        for name, b in dense.items():
+        for name, b in by_args(dense.items()):
             args = name.split("/", 1)[1]
             g = bare.get("BM_BareGemm/" + args)
             if g is None:
@@ -54,7 +61,7 @@ def mlp_tables(rows):
     if dense and gated:
         out.append("| d | T | f | gated tokens/s | measured speedup | predicted | measured / predicted |")
         out.append("|---|---|---|---|---|---|---|")
-        for name, b in gated.items():
+        for name, b in by_args(gated.items()):
             d, t, f = name.split("/")[1:4]
             base = dense.get(f"BM_DenseMlp/{d}/{t}")
             if base is None:

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """The PyTorch side of bench_transformer: the same GPT-2-small forward, tokens/s.
 
-Usage: /usr/bin/python3 benchmarks/torch_forward.py [--repeats N]
+Usage: /usr/bin/python3 benchmarks/torch_forward.py --threads N [--repeats N]
+
+The BLAS's own thread pool must match too: this script sets OPENBLAS_NUM_THREADS and
+OMP_NUM_THREADS to --threads before torch is imported (otherwise OpenBLAS uses every core
+even when torch.set_num_threads(1), and the "1 thread" figure is really 2).
 
 Uses the project's own plain-PyTorch GPT-2 (tools/python/nlb_reference), random weights with the
 same shapes, float32, torch.set_num_threads matching each configuration, inference mode.
@@ -14,7 +18,17 @@ import statistics
 import sys
 import time
 
-import torch
+def _threads_from_argv():
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+    return "1"
+
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = _threads_from_argv()
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "python"))
 from nlb_reference import models  # noqa: E402
@@ -23,12 +37,14 @@ from nlb_reference import models  # noqa: E402
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.manual_seed(1)
     config = models.Gpt2Config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
     model = models.Gpt2LMHeadModel(config).float().eval()
-    for t, threads in ((128, 1), (128, 2), (1024, 1), (1024, 2)):
-        torch.set_num_threads(threads)
+    threads = args.threads
+    torch.set_num_threads(threads)
+    for t in (128, 1024):
         tokens = torch.randint(0, 50257, (1, t))
         with torch.inference_mode():
             model(tokens)  # warm-up
@@ -39,7 +55,8 @@ def main():
                 times.append(time.perf_counter() - start)
         median = statistics.median(times)
         print(json.dumps({"T": t, "threads": threads, "seconds": median, "tokens_per_s": t / median,
-                          "torch": torch.__version__}))
+                          "torch": torch.__version__,
+                          "blas": os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")}))
 
 
 if __name__ == "__main__":

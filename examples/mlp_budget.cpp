@@ -47,7 +47,8 @@ MlpT make_partly_linear_mlp(Index d, std::mt19937_64& rng) {
     const bool linear_unit = j < linear_units;
     const Index reads = linear_unit ? d : nonlinear_features;
     const float scale = linear_unit ? fc_scale : 1.0f / std::sqrt(float(nonlinear_features));
-    for (Index i = 0; i < reads; ++i) w_fc(i, j) = scale * normal(rng);
+    for (Index i = 0; i < reads; ++i)
+      w_fc(i, j) = scale * normal(rng);
     b_fc(j) = linear_unit ? 4.0f : 0.0f;
   }
   nlb::RowMatrix<float> w_proj(h, d);
@@ -146,7 +147,8 @@ int main(int argc, char** argv) {
     counts = {};
     for (Index s = 0; s < sizes.eval_tokens; s += sizes.batch) {
       const Index rows = std::min(sizes.batch, sizes.eval_tokens - s);
-      const auto c = gated.forward(X_eval.middleRows(s, rows), Y_gated.middleRows(s, rows), gated_ws);
+      const auto c =
+          gated.forward(X_eval.middleRows(s, rows), Y_gated.middleRows(s, rows), gated_ws);
       counts.linear += c.linear;
       counts.full += c.full;
     }
@@ -164,10 +166,10 @@ int main(int argc, char** argv) {
   std::printf("fraction routed linear (held out):  %.3f\n", f);
   std::printf("output error, gated   ||Y-Y_mlp||/||Y_mlp||: %.4f\n", gated_error);
   std::printf("output error, all linear (for comparison):   %.4f\n", linear_error);
-  std::printf("dense MLP %.2f ms, gated MLP %.2f ms per %ld tokens\n", 1e3 * dense_s,
-              1e3 * gated_s, long(sizes.eval_tokens));
-  std::printf("measured speedup: %.2fx (FLOP-predicted %.2fx, PAPERS.md §A5)\n",
-              dense_s / gated_s, nlb::flops::predicted_mlp_speedup(f));
+  std::printf("dense MLP %.2f ms, gated MLP %.2f ms per %ld tokens\n", 1e3 * dense_s, 1e3 * gated_s,
+              long(sizes.eval_tokens));
+  std::printf("measured speedup: %.2fx (FLOP-predicted %.2fx, PAPERS.md §A5)\n", dense_s / gated_s,
+              nlb::flops::predicted_mlp_speedup(f));
   // Sanity of the demo itself: the gate must route some tokens each way and beat all-linear.
   if (!(f > 0.05 && f < 0.95 && gated_error < linear_error && surrogate.r2() > 0.0)) {
     std::fprintf(stderr, "demo failed its own sanity check\n");

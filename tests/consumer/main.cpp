@@ -11,7 +11,8 @@ int main() {
   std::normal_distribution<float> normal;
   auto random = [&](Index rows, Index cols) {
     nlb::RowMatrix<float> m(rows, cols);
-    for (Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
+    for (Index i = 0; i < m.size(); ++i)
+      m.data()[i] = normal(rng);
     return m;
   };
 
@@ -33,7 +34,8 @@ int main() {
 
   std::vector<double> delta(256);
   const auto Y_lin = surrogate.apply(X);
-  for (Index t = 0; t < 256; ++t) delta[t] = (Y_lin.row(t) - Y.row(t)).squaredNorm();
+  for (Index t = 0; t < 256; ++t)
+    delta[t] = (Y_lin.row(t) - Y.row(t)).squaredNorm();
   const auto labels = nlb::make_gate_labels(delta);
   nlb::HyperplaneGate<float, d> gate;
   gate.fit(X, labels.labels);

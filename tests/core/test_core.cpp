@@ -10,8 +10,12 @@
 namespace {
 
 // A kernel with only a scalar overload, and one with both: which one a backend reaches.
-int only_scalar(nlb::backend::scalar) { return 1; }
-int both(nlb::backend::scalar) { return 1; }
+int only_scalar(nlb::backend::scalar) {
+  return 1;
+}
+int both(nlb::backend::scalar) {
+  return 1;
+}
 template <class Arch>
 int both(nlb::backend::simd<Arch>) {
   return 2;

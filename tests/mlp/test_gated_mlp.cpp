@@ -22,8 +22,10 @@ struct Layer {
   using Gated = nlb::GatedMLP<MlpT, SurrogateT, GateT>;
 
   static Gated make(Index d, std::uint64_t seed, T threshold) {
-    MlpT mlp(normal_matrix<T, D, H>(d, 4 * d, 0.3, seed), normal_matrix<T, 1, H>(1, 4 * d, 0.1, seed + 1),
-             normal_matrix<T, H, D>(4 * d, d, 0.3, seed + 2), normal_matrix<T, 1, D>(1, d, 0.1, seed + 3));
+    MlpT mlp(normal_matrix<T, D, H>(d, 4 * d, 0.3, seed),
+             normal_matrix<T, 1, H>(1, 4 * d, 0.1, seed + 1),
+             normal_matrix<T, H, D>(4 * d, d, 0.3, seed + 2),
+             normal_matrix<T, 1, D>(1, d, 0.1, seed + 3));
     SurrogateT surrogate(normal_matrix<T, D, D>(d, d, 0.3, seed + 4),
                          normal_matrix<T, 1, D>(1, d, 0.1, seed + 5));
     const nlb::RowMatrix<T> w = normal_matrix<T>(d, 1, 1.0, seed + 6);
@@ -82,8 +84,8 @@ BOOST_AUTO_TEST_CASE(random_routing_equals_row_by_row_reference) {
     const auto expected = is_linear ? gated.surrogate().apply(row) : gated.mlp().forward(row);
     err = std::max(err, scaled_error(Y.row(t), expected));
   }
-  BOOST_TEST_MESSAGE("hard routing vs row-by-row: max scaled error " << err << ", "
-                                                                      << counts.linear << " linear");
+  BOOST_TEST_MESSAGE("hard routing vs row-by-row: max scaled error " << err << ", " << counts.linear
+                                                                     << " linear");
   BOOST_TEST(counts.linear == linear);
   BOOST_TEST(counts.full == X.rows() - linear);
   BOOST_TEST(counts.linear > 50);  // the random gate really splits the batch
@@ -156,14 +158,14 @@ BOOST_AUTO_TEST_CASE(soft_mode_blends_by_gate_probability) {
 BOOST_AUTO_TEST_CASE(mismatched_parts_and_inputs_raise_shape_errors) {
   using L = Layer<double, nlb::Dynamic, nlb::Dynamic>;
   const auto ok = L::make(6, 1, 0.0);
-  BOOST_CHECK_EXCEPTION(L::Gated(ok.mlp(), L::SurrogateT(nlb::RowMatrix<double>::Zero(5, 5),
-                                                         nlb::RowVector<double>::Zero(5)),
-                                 ok.gate()),
-                        nlb::ShapeError, [](const nlb::ShapeError& e) {
-                          const std::string m = e.what();
-                          return m.find("expected 6") != std::string::npos &&
-                                 m.find("found 5") != std::string::npos;
-                        });
+  BOOST_CHECK_EXCEPTION(
+      L::Gated(ok.mlp(),
+               L::SurrogateT(nlb::RowMatrix<double>::Zero(5, 5), nlb::RowVector<double>::Zero(5)),
+               ok.gate()),
+      nlb::ShapeError, [](const nlb::ShapeError& e) {
+        const std::string m = e.what();
+        return m.find("expected 6") != std::string::npos && m.find("found 5") != std::string::npos;
+      });
   const auto X = normal_matrix<double>(4, 7, 1.0, 2);
   nlb::Activations<double> Y(4, 6);
   BOOST_CHECK_THROW(ok.forward(X, Y), nlb::ShapeError);

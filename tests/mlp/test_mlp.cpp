@@ -21,14 +21,16 @@ Eigen::Matrix<long double, Eigen::Dynamic, Eigen::Dynamic> reference_mlp(
   for (Index t = 0; t < T; ++t) {
     for (Index j = 0; j < h; ++j) {
       long double a = mlp.b_fc()(j);
-      for (Index i = 0; i < d; ++i) a += static_cast<long double>(X(t, i)) * mlp.w_fc()(i, j);
+      for (Index i = 0; i < d; ++i)
+        a += static_cast<long double>(X(t, i)) * mlp.w_fc()(i, j);
       hidden[static_cast<std::size_t>(j)] =
           tanh_form ? 0.5L * a * (1 + std::tanh(std::sqrt(2 / pi) * (a + 0.044715L * a * a * a)))
                     : 0.5L * a * (1 + std::erf(a / std::sqrt(2.0L)));
     }
     for (Index o = 0; o < d; ++o) {
       long double y = mlp.b_proj()(o);
-      for (Index j = 0; j < h; ++j) y += hidden[static_cast<std::size_t>(j)] * mlp.w_proj()(j, o);
+      for (Index j = 0; j < h; ++j)
+        y += hidden[static_cast<std::size_t>(j)] * mlp.w_proj()(j, o);
       Y(t, o) = y;
     }
   }
@@ -65,8 +67,8 @@ void check_against_reference(double bound, bool tanh_form) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(mlp_matches_long_double_reference) {
-  using nlb::backend::scalar;
   using nlb::backend::cpu;
+  using nlb::backend::scalar;
   check_against_reference<double, nlb::GeluTanh, scalar>(nlb::test::tol::mlp_double_rel, true);
   check_against_reference<double, nlb::GeluErf, scalar>(nlb::test::tol::mlp_double_rel, false);
   check_against_reference<double, nlb::GeluTanh, cpu>(nlb::test::tol::mlp_double_rel, true);
@@ -78,8 +80,8 @@ BOOST_AUTO_TEST_CASE(mlp_matches_long_double_reference) {
 
 BOOST_AUTO_TEST_CASE(fixed_and_dynamic_sizes_agree) {
   constexpr int d = 16, h = 64;
-  const auto dyn = random_mlp<float, nlb::Dynamic, nlb::Dynamic, nlb::GeluTanh, nlb::backend::cpu>(
-      d, h, 3);
+  const auto dyn =
+      random_mlp<float, nlb::Dynamic, nlb::Dynamic, nlb::GeluTanh, nlb::backend::cpu>(d, h, 3);
   const nlb::Mlp<float, d, h> fixed(dyn.w_fc(), dyn.b_fc(), dyn.w_proj(), dyn.b_proj());
   const auto X = nlb::test::normal_matrix<float>(21, d, 1.0, 5);
   const nlb::Activations<float, d> Xf = X;
@@ -102,8 +104,8 @@ BOOST_AUTO_TEST_CASE(large_fixed_sizes_are_heap_stored) {
 }
 
 BOOST_AUTO_TEST_CASE(empty_and_single_row_batches) {
-  const auto mlp = random_mlp<double, nlb::Dynamic, nlb::Dynamic, nlb::GeluTanh, nlb::backend::cpu>(
-      6, 24, 9);
+  const auto mlp =
+      random_mlp<double, nlb::Dynamic, nlb::Dynamic, nlb::GeluTanh, nlb::backend::cpu>(6, 24, 9);
   const nlb::Activations<double> empty(0, 6);
   BOOST_TEST(mlp.forward(empty).rows() == 0);
   const auto X = nlb::test::normal_matrix<double>(1, 6, 1.0, 2);
@@ -112,28 +114,26 @@ BOOST_AUTO_TEST_CASE(empty_and_single_row_batches) {
 }
 
 BOOST_AUTO_TEST_CASE(shape_errors_name_expected_and_found) {
-  const auto mlp = random_mlp<double, nlb::Dynamic, nlb::Dynamic, nlb::GeluTanh, nlb::backend::cpu>(
-      6, 24, 9);
+  const auto mlp =
+      random_mlp<double, nlb::Dynamic, nlb::Dynamic, nlb::GeluTanh, nlb::backend::cpu>(6, 24, 9);
   const auto X = nlb::test::normal_matrix<double>(3, 5, 1.0, 2);
   BOOST_CHECK_EXCEPTION(mlp.forward(X), nlb::ShapeError, [](const nlb::ShapeError& e) {
     const std::string m = e.what();
     return m.find("expected 6") != std::string::npos && m.find("found 5") != std::string::npos;
   });
   // Mismatched bias length.
-  BOOST_CHECK_THROW((nlb::Mlp<double>(nlb::RowMatrix<double>::Zero(6, 24),
-                                      nlb::RowVector<double>::Zero(23),
-                                      nlb::RowMatrix<double>::Zero(24, 6),
-                                      nlb::RowVector<double>::Zero(6))),
-                    nlb::ShapeError);
+  BOOST_CHECK_THROW(
+      (nlb::Mlp<double>(nlb::RowMatrix<double>::Zero(6, 24), nlb::RowVector<double>::Zero(23),
+                        nlb::RowMatrix<double>::Zero(24, 6), nlb::RowVector<double>::Zero(6))),
+      nlb::ShapeError);
   // Heap-stored weights of a fixed-size type are checked against the compile-time sizes.
   using Gpt2Mlp = nlb::Mlp<float, 768, 3072>;
-  BOOST_CHECK_EXCEPTION(Gpt2Mlp(nlb::RowMatrix<float>::Zero(768, 100),
-                                nlb::RowVector<float>::Zero(100),
-                                nlb::RowMatrix<float>::Zero(100, 768),
-                                nlb::RowVector<float>::Zero(768)),
-                        nlb::ShapeError, [](const nlb::ShapeError& e) {
-                          const std::string m = e.what();
-                          return m.find("expected 3072") != std::string::npos &&
-                                 m.find("found 100") != std::string::npos;
-                        });
+  BOOST_CHECK_EXCEPTION(
+      Gpt2Mlp(nlb::RowMatrix<float>::Zero(768, 100), nlb::RowVector<float>::Zero(100),
+              nlb::RowMatrix<float>::Zero(100, 768), nlb::RowVector<float>::Zero(768)),
+      nlb::ShapeError, [](const nlb::ShapeError& e) {
+        const std::string m = e.what();
+        return m.find("expected 3072") != std::string::npos &&
+               m.find("found 100") != std::string::npos;
+      });
 }

@@ -99,13 +99,18 @@ void check_against_fixture(const std::string& name, double logits_bound, double 
   BOOST_TEST(worst_tap <= tap_bound);
 }
 
-void check_perplexity(const std::string& name) {
+// Runs the fixture's perplexity entries: the 8-window ones, or (full = true) the whole-file ones.
+void check_perplexity(const std::string& name, bool full) {
   std::ifstream in(fixture(name + "-ppl.json"));
   BOOST_REQUIRE_MESSAGE(in.good(), "missing fixture " << fixture(name + "-ppl.json"));
   const auto j = nlohmann::json::parse(in);
   const auto model = nlb::load_model<float>(model_dir(name));
   BOOST_REQUIRE(j.at("runs").size() >= 2u);
+  int checked = 0;
   for (const auto& entry : j.at("runs")) {
+    if (entry.at("max_windows").is_null() != full)
+      continue;
+    ++checked;
     const auto tokens = nlb::io::read_text_tokens(source_dir / entry.at("text").get<std::string>());
     const Index windows = entry.at("windows").get<Index>();
     const Index context = entry.at("context").get<Index>();
@@ -117,6 +122,7 @@ void check_perplexity(const std::string& name) {
     BOOST_TEST(r.predicted_tokens == entry.at("predicted_tokens").get<Index>());
     BOOST_TEST(std::abs(r.ppl / ref - 1) <= nlb::test::tol::model_ppl_rel);
   }
+  BOOST_TEST(checked >= 1);
 }
 
 }  // namespace
@@ -138,8 +144,15 @@ BOOST_AUTO_TEST_CASE(tiny_neox_matches_pytorch) {
 }
 
 BOOST_AUTO_TEST_CASE(eval_protocol_perplexity_matches_pytorch) {
-  check_perplexity("tiny-gpt2");
-  check_perplexity("tiny-neox");
+  check_perplexity("tiny-gpt2", false);
+  check_perplexity("tiny-neox", false);
+}
+
+// Every window of both eval texts (≈ 1,900 forward passes per model): label "heavy", run by
+// `ctest -L heavy` (the test_transformer_full_text CTest entry), not by default.
+BOOST_AUTO_TEST_CASE(eval_protocol_perplexity_full_texts, *boost::unit_test::disabled()) {
+  check_perplexity("tiny-gpt2", true);
+  check_perplexity("tiny-neox", true);
 }
 
 BOOST_AUTO_TEST_CASE(half_precision_weight_copies_load_and_match) {

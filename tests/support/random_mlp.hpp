@@ -15,7 +15,8 @@ RowMatrix<T, R, C> normal_matrix(Index rows, Index cols, double scale, std::uint
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, scale);
   RowMatrix<T, R, C> m(rows, cols);
-  for (Index i = 0; i < m.size(); ++i) m.data()[i] = static_cast<T>(normal(rng));
+  for (Index i = 0; i < m.size(); ++i)
+    m.data()[i] = static_cast<T>(normal(rng));
   return m;
 }
 

@@ -8,7 +8,7 @@ namespace nlb::test::tol {
 // xsimd's exp/tanh/erf are within a few ulp of std::; a row kernel adds O(n) rounding
 // in its reductions (mean, variance, sum of exponentials) where the SIMD lanes sum in
 // a different order. Bound: mixed |a-b| <= abs + rel*|b|.
-inline constexpr double kernel_float_rel = 2e-6;   // ~16 ulp of float
+inline constexpr double kernel_float_rel = 2e-6;  // ~16 ulp of float
 inline constexpr double kernel_float_abs = 1e-6;
 inline constexpr double kernel_double_rel = 1e-13;  // ~500 ulp of double, reductions up to 4*8+3
 inline constexpr double kernel_double_abs = 1e-14;

@@ -323,6 +323,81 @@ BOOST_AUTO_TEST_CASE(text_on_a_large_vocabulary_model_says_to_pass_tokens) {
   BOOST_TEST(contains(r.err, "300"));
 }
 
+// The published forms of the checkpoints: GPT-2 hub files without the "transformer." prefix and
+// with attn.bias / attn.masked_bias buffers; older Pythia files with attention.bias,
+// attention.masked_bias and rotary_emb.inv_freq buffers; a sharded checkpoint. Each loads and
+// gives the logits of the shipped model.
+BOOST_AUTO_TEST_CASE(published_checkpoint_forms_load_and_agree) {
+  const fs::path tiny_neox = source_dir / "models/tiny-neox";
+  auto logits_of = [](const fs::path& dir) {
+    const auto model = nlb::load_model<double>(dir);
+    const std::vector<std::int32_t> tokens{'I', 'n', ' ', 't', 'h', 'e', ' ', 'b'};
+    nlb::RowMatrix<double> logits;
+    model.forward(tokens, logits);
+    return logits;
+  };
+  const auto config2 = nlohmann::json::parse(slurp(tiny_gpt2 / "config.json"));
+  const auto config_neox = nlohmann::json::parse(slurp(tiny_neox / "config.json"));
+  const long long P = config2["n_positions"].get<long long>();
+
+  // GPT-2 as on the hub: no prefix, causal-mask buffers.
+  TensorMap hub;
+  for (const auto& [name, t] : read_all(tiny_gpt2 / "model.safetensors")) {
+    hub[name.substr(std::string("transformer.").size())] = t;
+  }
+  for (int i = 0; i < config2["n_layer"].get<int>(); ++i) {
+    Tensor mask{{1, 1, P, P}, std::vector<float>(static_cast<std::size_t>(P * P), 1.0f)};
+    hub["h." + std::to_string(i) + ".attn.bias"] = mask;
+    hub["h." + std::to_string(i) + ".attn.masked_bias"] = {{}, {-1e4f}};
+  }
+  const auto gpt2_hub = write_model("gpt2_hub_form", hub, config2);
+  BOOST_TEST((logits_of(gpt2_hub) - logits_of(tiny_gpt2)).cwiseAbs().maxCoeff() == 0.0);
+
+  // An explicit lm_head equal to wte (some fine-tuned exports) is used and agrees.
+  TensorMap with_head = read_all(tiny_gpt2 / "model.safetensors");
+  with_head["lm_head.weight"] = with_head["transformer.wte.weight"];
+  BOOST_TEST((logits_of(write_model("gpt2_lm_head", with_head, config2)) - logits_of(tiny_gpt2))
+                 .cwiseAbs()
+                 .maxCoeff() == 0.0);
+
+  // Older Pythia: non-parameter buffers.
+  TensorMap old = read_all(tiny_neox / "model.safetensors");
+  const long long Pn = config_neox["max_position_embeddings"].get<long long>();
+  const long long head = config_neox["hidden_size"].get<long long>() /
+                         config_neox["num_attention_heads"].get<long long>();
+  const long long rot =
+      static_cast<long long>(static_cast<double>(head) * config_neox["rotary_pct"].get<double>());
+  for (int i = 0; i < config_neox["num_hidden_layers"].get<int>(); ++i) {
+    const std::string p = "gpt_neox.layers." + std::to_string(i) + ".attention.";
+    old[p + "bias"] = {{1, 1, Pn, Pn}, std::vector<float>(static_cast<std::size_t>(Pn * Pn), 1.0f)};
+    old[p + "masked_bias"] = {{}, {-1e9f}};
+    old[p + "rotary_emb.inv_freq"] = {{rot / 2},
+                                      std::vector<float>(static_cast<std::size_t>(rot / 2), 1.0f)};
+  }
+  const auto neox_old = write_model("neox_old_form", old, config_neox);
+  BOOST_TEST((logits_of(neox_old) - logits_of(tiny_neox)).cwiseAbs().maxCoeff() == 0.0);
+
+  // Sharded: two files and an index.
+  const TensorMap all = read_all(tiny_gpt2 / "model.safetensors");
+  const fs::path sharded = scratch_dir() / "gpt2_sharded";
+  fs::create_directories(sharded);
+  nlb::io::SafetensorsWriter first, second;
+  nlohmann::json index{{"metadata", nlohmann::json::object()},
+                       {"weight_map", nlohmann::json::object()}};
+  std::size_t k = 0;
+  for (const auto& [name, t] : all) {
+    auto& w = (k++ % 2 == 0) ? first : second;
+    w.add(name, nlb::io::DType::F32, t.shape, std::span<const float>(t.values));
+    index["weight_map"][name] =
+        (k % 2 == 1) ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  first.write(sharded / "model-00001-of-00002.safetensors");
+  second.write(sharded / "model-00002-of-00002.safetensors");
+  std::ofstream(sharded / "model.safetensors.index.json") << index.dump();
+  std::ofstream(sharded / "config.json") << config2.dump();
+  BOOST_TEST((logits_of(sharded) - logits_of(tiny_gpt2)).cwiseAbs().maxCoeff() == 0.0);
+}
+
 BOOST_AUTO_TEST_CASE(malformed_model_directories_fail_cleanly) {
   const auto cases = malformed_model_cases();
   BOOST_TEST(cases.size() >= 15u + 41u);

@@ -25,12 +25,14 @@ class Args {
        std::set<std::string> flags) {
     for (std::size_t i = 0; i < argv.size(); ++i) {
       const std::string& a = argv[i];
-      if (a.rfind("--", 0) != 0) throw UsageError("unexpected argument \"" + a + "\"");
+      if (a.rfind("--", 0) != 0)
+        throw UsageError("unexpected argument \"" + a + "\"");
       const std::string name = a.substr(2);
       if (flags.count(name)) {
         flags_.insert(name);
       } else if (options.count(name)) {
-        if (i + 1 >= argv.size()) throw UsageError("option --" + name + " needs a value");
+        if (i + 1 >= argv.size())
+          throw UsageError("option --" + name + " needs a value");
         values_[name].push_back(argv[++i]);
       } else {
         throw UsageError("unknown option --" + name);
@@ -43,8 +45,10 @@ class Args {
 
   std::string get(const std::string& name) const {
     const auto it = values_.find(name);
-    if (it == values_.end()) throw UsageError("missing required option --" + name);
-    if (it->second.size() > 1) throw UsageError("option --" + name + " given more than once");
+    if (it == values_.end())
+      throw UsageError("missing required option --" + name);
+    if (it->second.size() > 1)
+      throw UsageError("option --" + name + " given more than once");
     return it->second.front();
   }
   std::string get(const std::string& name, const std::string& fallback) const {
@@ -58,7 +62,8 @@ class Args {
   /// An integer option within [min, max].
   long long integer(const std::string& name, long long fallback, long long min,
                     long long max) const {
-    if (!has(name)) return fallback;
+    if (!has(name))
+      return fallback;
     return parse_integer(name, get(name), min, max);
   }
   long long integer(const std::string& name, long long min, long long max) const {
@@ -66,12 +71,14 @@ class Args {
   }
   /// A real option within [min, max].
   double real(const std::string& name, double fallback, double min, double max) const {
-    if (!has(name)) return fallback;
+    if (!has(name))
+      return fallback;
     const std::string text = get(name);
     try {
       std::size_t used = 0;
       const double v = std::stod(text, &used);
-      if (used != text.size() || !(v >= min && v <= max)) throw std::invalid_argument(text);
+      if (used != text.size() || !(v >= min && v <= max))
+        throw std::invalid_argument(text);
       return v;
     } catch (const std::exception&) {
       throw UsageError("option --" + name + ": expected a number in [" + std::to_string(min) +
@@ -85,7 +92,8 @@ class Args {
     try {
       std::size_t used = 0;
       const long long v = std::stoll(text, &used);
-      if (used != text.size() || v < min || v > max) throw std::invalid_argument(text);
+      if (used != text.size() || v < min || v > max)
+        throw std::invalid_argument(text);
       return v;
     } catch (const std::exception&) {
       throw UsageError("option --" + name + ": expected an integer in [" + std::to_string(min) +

@@ -27,10 +27,11 @@ int run_eval(const std::vector<std::string>& argv) {
                              {"context", r.context}};
     std::printf("%s\n", out.dump().c_str());
   } else {
-    std::printf("perplexity %.6f (mean loss %.6f nats) over %lld predicted tokens in %lld windows "
-                "of %lld\n",
-                r.ppl, r.mean_loss, static_cast<long long>(r.predicted_tokens),
-                static_cast<long long>(r.windows), static_cast<long long>(r.context));
+    std::printf(
+        "perplexity %.6f (mean loss %.6f nats) over %lld predicted tokens in %lld windows "
+        "of %lld\n",
+        r.ppl, r.mean_loss, static_cast<long long>(r.predicted_tokens),
+        static_cast<long long>(r.windows), static_cast<long long>(r.context));
   }
   return 0;
 }

@@ -16,13 +16,15 @@ int run_generate(const std::vector<std::string>& argv) {
                      std::to_string(config.vocab_size) + " entries (no tokenizer is available)");
   }
   const std::string prompt = args.get("prompt");
-  if (prompt.empty()) throw UsageError("--prompt must not be empty");
+  if (prompt.empty())
+    throw UsageError("--prompt must not be empty");
   if (static_cast<Index>(prompt.size()) >= config.n_positions) {
     throw UsageError("--prompt has " + std::to_string(prompt.size()) +
                      " bytes; the model's context is " + std::to_string(config.n_positions));
   }
   std::vector<std::int32_t> tokens(prompt.begin(), prompt.end());
-  for (auto& t : tokens) t = static_cast<std::int32_t>(static_cast<unsigned char>(t));
+  for (auto& t : tokens)
+    t = static_cast<std::int32_t>(static_cast<unsigned char>(t));
   SamplingOptions sampling;
   sampling.top_k = args.integer("top-k", 0, 0, config.vocab_size);
   sampling.temperature = args.real("temperature", 1.0, 0.0, 100.0);
@@ -31,7 +33,8 @@ int run_generate(const std::vector<std::string>& argv) {
   TokenSampler sampler(sampling);
   const auto out = generate(model, tokens, count, sampler);
   std::string text = prompt;
-  for (auto t : out) text.push_back(static_cast<char>(t));
+  for (auto t : out)
+    text.push_back(static_cast<char>(t));
   std::printf("%s\n", text.c_str());
   return 0;
 }

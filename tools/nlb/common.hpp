@@ -17,8 +17,12 @@
 namespace nlb::cli {
 
 /// The shipped model and texts, found relative to the source tree this program was built from.
-inline std::filesystem::path source_dir() { return NLB_SOURCE_DIR; }
-inline std::filesystem::path default_model() { return source_dir() / "models/tiny-gpt2"; }
+inline std::filesystem::path source_dir() {
+  return NLB_SOURCE_DIR;
+}
+inline std::filesystem::path default_model() {
+  return source_dir() / "models/tiny-gpt2";
+}
 
 /// The options every subcommand that reads tokens accepts.
 inline const std::set<std::string> token_options{"text", "tokens", "token-dtype"};
@@ -32,9 +36,10 @@ inline std::vector<std::int32_t> read_token_stream(const Args& args, const Model
   }
   if (args.has(text_option)) {
     if (config.vocab_size > 256) {
-      throw UsageError("--" + text_option + " reads bytes as tokens, but this model's vocabulary has " +
-                       std::to_string(config.vocab_size) +
-                       " entries: pass --tokens FILE with token ids (uint16, or --token-dtype u32)");
+      throw UsageError(
+          "--" + text_option + " reads bytes as tokens, but this model's vocabulary has " +
+          std::to_string(config.vocab_size) +
+          " entries: pass --tokens FILE with token ids (uint16, or --token-dtype u32)");
     }
     return io::read_text_tokens(args.get(text_option));
   }
@@ -52,9 +57,11 @@ class Progress {
  public:
   explicit Progress(std::string what) : what_(std::move(what)), enabled_(isatty(2) != 0) {}
   void operator()(long long done, long long total) const {
-    if (!enabled_) return;
+    if (!enabled_)
+      return;
     std::fprintf(stderr, "\r%s: %lld/%lld", what_.c_str(), done, total);
-    if (done == total) std::fprintf(stderr, "\n");
+    if (done == total)
+      std::fprintf(stderr, "\n");
     std::fflush(stderr);
   }
 

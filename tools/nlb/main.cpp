@@ -34,9 +34,12 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   const std::vector<std::string> rest(argv + 2, argv + argc);
   try {
-    if (command == "eval") return nlb::cli::run_eval(rest);
-    if (command == "forward") return nlb::cli::run_forward(rest);
-    if (command == "generate") return nlb::cli::run_generate(rest);
+    if (command == "eval")
+      return nlb::cli::run_eval(rest);
+    if (command == "forward")
+      return nlb::cli::run_forward(rest);
+    if (command == "generate")
+      return nlb::cli::run_generate(rest);
     throw nlb::cli::UsageError("unknown command \"" + command + "\" (see nlb help)");
   } catch (const nlb::cli::UsageError& e) {
     std::fprintf(stderr, "nlb %s: %s\n", command.c_str(), e.what());

@@ -1,18 +1,23 @@
 // FLOP accounting for the MLP budget (PAPERS.md §A5). A multiply-add counts as 2 FLOPs.
 #pragma once
 
-
 namespace nlb::flops {
 
 /// Dense MLP per token: two GEMMs d×h and h×d, 2·d·h each: 4·d·h (= 16·d² for h = 4d).
 /// Biases and the activation are O(h) and not counted, as in the paper.
-constexpr double dense_mlp_per_token(double d, double h) { return 4.0 * d * h; }
+constexpr double dense_mlp_per_token(double d, double h) {
+  return 4.0 * d * h;
+}
 
 /// Linear surrogate per token, x W + b with W [d_in, d_out]: 2·d_in·d_out (= 2·d²).
-constexpr double surrogate_per_token(double d_in, double d_out) { return 2.0 * d_in * d_out; }
+constexpr double surrogate_per_token(double d_in, double d_out) {
+  return 2.0 * d_in * d_out;
+}
 
 /// Hyperplane gate per token: one dot product of length d: 2·d.
-constexpr double gate_per_token(double d) { return 2.0 * d; }
+constexpr double gate_per_token(double d) {
+  return 2.0 * d;
+}
 
 /// A gated MLP per token with a share `linear_fraction` of tokens routed linear:
 /// gate + (1 − f)·dense + f·surrogate.
@@ -38,8 +43,8 @@ struct TransformerShape {
   double d_model = 0;   // residual width d
   double d_hidden = 0;  // MLP hidden width h (4d for GPT-2 and Pythia)
   double n_layers = 0;
-  double context = 0;   // tokens each query attends to, on average
-  double vocab = 0;     // unembedding width
+  double context = 0;  // tokens each query attends to, on average
+  double vocab = 0;    // unembedding width
 };
 
 /// One layer's attention per token: Q, K, V and output projections (4 GEMMs of d×d, 8·d²)

@@ -43,7 +43,8 @@ class TokenSampler {
     if (options_.temperature == 0.0 || options_.top_k == 1) {
       Index best = 0;
       for (Index i = 1; i < vocab; ++i) {
-        if (logits(i) > logits(best)) best = i;
+        if (logits(i) > logits(best))
+          best = i;
       }
       return static_cast<std::int32_t>(best);
     }
@@ -65,7 +66,8 @@ class TokenSampler {
     double cumulative = 0;
     for (Index i = 0; i < k; ++i) {
       cumulative += weights[static_cast<std::size_t>(i)];
-      if (u < cumulative) return static_cast<std::int32_t>(ids[static_cast<std::size_t>(i)]);
+      if (u < cumulative)
+        return static_cast<std::int32_t>(ids[static_cast<std::size_t>(i)]);
     }
     return static_cast<std::int32_t>(ids[static_cast<std::size_t>(k - 1)]);
   }
@@ -87,7 +89,8 @@ std::vector<std::int32_t> generate(const Model& model, std::span<const std::int3
   for (Index i = 0; i < count; ++i) {
     const std::int32_t next = sampler.next(logits.row(logits.rows() - 1));
     out.push_back(next);
-    if (cache.length() >= cache.capacity() || i + 1 == count) break;
+    if (cache.length() >= cache.capacity() || i + 1 == count)
+      break;
     model.forward(std::span<const std::int32_t>(&out.back(), 1), logits, NoTaps{}, &cache);
   }
   return out;
