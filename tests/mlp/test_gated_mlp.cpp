@@ -155,6 +155,13 @@ BOOST_AUTO_TEST_CASE(soft_mode_blends_by_gate_probability) {
   BOOST_TEST(err <= nlb::test::tol::mlp_double_rel);
 }
 
+// route_counts.hpp: the share of rows routed linear.
+BOOST_AUTO_TEST_CASE(route_counts_linear_fraction) {
+  BOOST_TEST(nlb::RouteCounts{}.linear_fraction() == 0.0);
+  BOOST_TEST((nlb::RouteCounts{3, 1}.linear_fraction()) == 0.75);
+  BOOST_TEST((nlb::RouteCounts{0, 5}.linear_fraction()) == 0.0);
+}
+
 BOOST_AUTO_TEST_CASE(mismatched_parts_and_inputs_raise_shape_errors) {
   using L = Layer<double, nlb::Dynamic, nlb::Dynamic>;
   const auto ok = L::make(6, 1, 0.0);

@@ -121,6 +121,9 @@ BOOST_AUTO_TEST_CASE(shape_errors_name_expected_and_found) {
     const std::string m = e.what();
     return m.find("expected 6") != std::string::npos && m.find("found 5") != std::string::npos;
   });
+  // A fixed-width Mlp given data of another width: a ShapeError, not undefined behaviour.
+  const nlb::Mlp<double, 6, 24> fixed;
+  BOOST_CHECK_THROW(fixed.forward(nlb::test::normal_matrix<double>(2, 7, 1.0, 1)), nlb::ShapeError);
   // Mismatched bias length.
   BOOST_CHECK_THROW(
       (nlb::Mlp<double>(nlb::RowMatrix<double>::Zero(6, 24), nlb::RowVector<double>::Zero(23),

@@ -187,6 +187,44 @@ BOOST_AUTO_TEST_CASE(fixed_size_model_equals_dynamic_model) {
   BOOST_TEST(err <= nlb::test::tol::fixed_vs_dynamic_rel);
 }
 
+// A fixed model whose layer 2 is linear is a type (a tuple of blocks of different kinds); it
+// equals the loaded Dynamic model with the same surrogate swapped into layer 2's MlpSlot.
+BOOST_AUTO_TEST_CASE(fixed_model_with_a_linear_layer_equals_dynamic_swap) {
+  const auto w = nlb::load_model_weights<double>(model_dir("tiny-gpt2"));
+  const auto& c = w.config;
+  BOOST_REQUIRE(c.d_model == 128 && c.d_hidden == 512 && c.n_layers == 4);
+  using Linear = nlb::RidgeSurrogate<double, 128, 128>;
+  const nlb::RowMatrix<double> half = 0.5 * nlb::RowMatrix<double>::Identity(128, 128);
+  const nlb::RowVector<double> shift = nlb::RowVector<double>::Constant(1, 128, 0.01);
+  const Linear linear(half, shift);
+
+  auto dynamic = nlb::make_transformer<double>(w);
+  dynamic.layers()[2].mlp() = nlb::MlpSlot<double>::Surrogate(half, shift);
+
+  auto full = [&](std::size_t i) {
+    return nlb::make_fixed_block<double, 128, 512, nlb::GeluTanh>(c, w.blocks[i]);
+  };
+  const auto b2 = full(2);
+  using LinearBlock = nlb::Block<double, 128, nlb::DenseAttention<double, 128>, Linear>;
+  const LinearBlock linear_block(b2.ln1(), b2.attention(), b2.ln2(), linear, b2.parallel_residual(),
+                                 b2.layer_norm_eps());
+  using Full = decltype(full(0));
+  const nlb::BasicTransformer<double, 128, std::tuple<Full, Full, LinearBlock, Full>> fixed(
+      c, nlb::make_fixed_embeddings<128>(w.embeddings),
+      std::make_tuple(full(0), full(1), linear_block, full(3)));
+
+  const std::vector<std::int32_t> tokens{'L', 'e', 't', ' ', 't', 'h', 'e', 'r', 'e'};
+  nlb::RowMatrix<double> a, b, original;
+  nlb::RouteCounts counts;
+  dynamic.forward(tokens, a, nlb::NoTaps{}, nullptr, &counts);
+  fixed.forward(tokens, b);
+  nlb::make_transformer<double>(w).forward(tokens, original);
+  BOOST_TEST(counts.linear == 9);    // layer 2's rows
+  BOOST_TEST(counts.full == 3 * 9);  // the other three layers
+  BOOST_TEST(relative_to_max(b, a) <= nlb::test::tol::model_f64_rel);
+  BOOST_TEST(relative_to_max(a, original) > 1e-3);  // the swap really changed the model
+}
+
 BOOST_AUTO_TEST_CASE(kv_cache_decoding_equals_full_recompute) {
   for (const std::string name : {"tiny-gpt2", "tiny-neox"}) {
     const auto model = nlb::load_model<double>(model_dir(name));

@@ -38,6 +38,11 @@ class DenseAttention {
   static constexpr int size = D;
   using Input = Activations<T, D>;
   using Output = Activations<T, D>;
+  // Arguments bind as width-Dynamic references, never as fixed-width ones: a fixed-width
+  // Eigen::Ref bound to data of another width is undefined behaviour in release builds (Eigen
+  // only asserts), so the width could not be checked. With these the check below is real.
+  using AnyInput = Activations<T>;
+  using AnyOutput = Activations<T>;
 
   /// Scratch memory for forward(); reuse it across calls.
   struct Workspace {
@@ -76,7 +81,7 @@ class DenseAttention {
 
   /// Y = attention(X). Without a cache X holds positions [0, T); with one, X's tokens follow
   /// the cached ones and their keys and values are appended (ArgumentError when full).
-  void forward(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y, Workspace& ws,
+  void forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y, Workspace& ws,
                KVCacheLayer<T>* cache = nullptr) const {
     const Index d = features(), rows = X.rows(), dh = head_dim();
     check_dim("DenseAttention::forward: input width (d)", d, X.cols());

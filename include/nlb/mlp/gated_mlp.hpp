@@ -50,6 +50,11 @@ class GatedMLP {
                 "GatedMLP: the surrogate must map d to d");
   using Input = Activations<Scalar, size>;
   using Output = Activations<Scalar, size>;
+  // Arguments bind as width-Dynamic references, never as fixed-width ones: a fixed-width
+  // Eigen::Ref bound to data of another width is undefined behaviour in release builds (Eigen
+  // only asserts), so the width could not be checked. With these the check below is real.
+  using AnyInput = Activations<Scalar>;
+  using AnyOutput = Activations<Scalar>;
 
   /// Scratch memory for forward(); reuse one across calls to avoid allocations per call.
   struct Workspace {
@@ -72,7 +77,8 @@ class GatedMLP {
   }
 
   /// Hard routing. X [T, d] -> Y [T, d] (Y must not alias X). Returns the rows per path.
-  RouteCounts forward(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y, Workspace& ws) const {
+  RouteCounts forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y,
+                      Workspace& ws) const {
     check_dim("GatedMLP::forward: input width (d)", features(), X.cols());
     check_dim("GatedMLP::forward: output rows (T)", X.rows(), Y.rows());
     check_dim("GatedMLP::forward: output width (d)", features(), Y.cols());
@@ -99,7 +105,7 @@ class GatedMLP {
   }
 
   /// Hard routing with a temporary workspace.
-  RouteCounts forward(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y) const {
+  RouteCounts forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y) const {
     Workspace ws;
     return forward(X, Y, ws);
   }
@@ -107,7 +113,7 @@ class GatedMLP {
   /// Soft mode for analysis: Y = g ⊙ MLP(X) + (1 − g) ⊙ (X W + b), per row
   /// g = 1 − sigmoid(score − threshold), the gate's probability that the row needs the MLP.
   /// Runs both paths on every row: 4Tdh + 2Td² FLOPs.
-  void forward_soft(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y) const {
+  void forward_soft(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y) const {
     check_dim("GatedMLP::forward_soft: input width (d)", features(), X.cols());
     check_dim("GatedMLP::forward_soft: output rows (T)", X.rows(), Y.rows());
     check_dim("GatedMLP::forward_soft: output width (d)", features(), Y.cols());
@@ -145,7 +151,7 @@ class GatedMLP {
 
   // Gathers X's `rows` into a contiguous block, runs `path` on it and scatters into Y.
   template <class Path>
-  static void run_group(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y,
+  static void run_group(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y,
                         const std::vector<Index>& rows, Workspace& ws, Path&& path) {
     const auto n = static_cast<Index>(rows.size());
     // Buffers sized for the whole batch once, then reused: the groups change size every call.

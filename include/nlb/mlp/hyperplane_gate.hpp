@@ -95,8 +95,8 @@ class HyperplaneGate {
   /// ArgumentError (a label other than 0/1, only one class present, C <= 0, tolerance <= 0,
   /// max_iterations < 0). Cost: O(N d²) per Newton step (Hessian) + O(d³) (LDLT); memory
   /// O(d² + 256 d) beside X. The gate is unchanged if it throws.
-  GateFitReport fit(const Eigen::Ref<const Activations<T, D>>& X,
-                    std::span<const std::uint8_t> labels, const GateFitOptions& options = {}) {
+  GateFitReport fit(const Eigen::Ref<const Activations<T>>& X, std::span<const std::uint8_t> labels,
+                    const GateFitOptions& options = {}) {
     check_options(options);
     if (X.rows() == 0) {
       throw ShapeError(
@@ -130,7 +130,7 @@ class HyperplaneGate {
   /// scores[i] = X[i]·w' + b' for X [N, d] into scores [N]. Throws ShapeError if X has other
   /// than features() columns or scores other than N rows. NaN rows give NaN scores, which never
   /// exceed a threshold (so route() keeps them on the MLP path). O(N d).
-  void score(const Eigen::Ref<const Activations<T, D>>& X, Eigen::Ref<ColVector<T>> scores) const {
+  void score(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<ColVector<T>> scores) const {
     check_dim("HyperplaneGate::score activation columns", features(), X.cols());
     check_dim("HyperplaneGate::score output rows", X.rows(), scores.rows());
     scores.noalias() = X * folded_weight_;
@@ -138,7 +138,7 @@ class HyperplaneGate {
   }
 
   /// Scores of X [N, d] as a new vector [N]. O(N d).
-  ColVector<T> score(const Eigen::Ref<const Activations<T, D>>& X) const {
+  ColVector<T> score(const Eigen::Ref<const Activations<T>>& X) const {
     ColVector<T> scores(X.rows());
     score(X, scores);
     return scores;
@@ -146,7 +146,7 @@ class HyperplaneGate {
 
   /// The unfolded reference score ((x − μ) ⊘ σ)·w + b per row of X [N, d], in double, for tests of
   /// the folding. Throws ShapeError on a column mismatch. O(N d).
-  ColVector<double> score_unfolded(const Eigen::Ref<const Activations<T, D>>& X) const {
+  ColVector<double> score_unfolded(const Eigen::Ref<const Activations<T>>& X) const {
     check_dim("HyperplaneGate::score_unfolded activation columns", features(), X.cols());
     ColVector<double> scores(X.rows());
     for (Index i = 0; i < X.rows(); ++i) {
@@ -161,8 +161,7 @@ class HyperplaneGate {
 
   /// linear[i] = 1 iff score(X[i]) > threshold(), for X [N, d]; `linear` is resized to N.
   /// Throws ShapeError on a column mismatch. O(N d).
-  void route(const Eigen::Ref<const Activations<T, D>>& X,
-             std::vector<std::uint8_t>& linear) const {
+  void route(const Eigen::Ref<const Activations<T>>& X, std::vector<std::uint8_t>& linear) const {
     const ColVector<T> scores = score(X);
     linear.resize(static_cast<std::size_t>(X.rows()));
     for (Index i = 0; i < X.rows(); ++i) {
@@ -180,7 +179,7 @@ class HyperplaneGate {
   /// the maximum score, a count of N the largest T below the minimum score.
   /// Throws ArgumentError (fraction NaN or outside [0, 1]), ShapeError (no rows, column
   /// mismatch), NumericError (a NaN score). O(N d + N log N).
-  T calibrate_linear_fraction(const Eigen::Ref<const Activations<T, D>>& X, double fraction) {
+  T calibrate_linear_fraction(const Eigen::Ref<const Activations<T>>& X, double fraction) {
     if (!(fraction >= 0.0 && fraction <= 1.0)) {
       throw ArgumentError(detail::expected_found(
           "HyperplaneGate::calibrate_linear_fraction fraction", "a value in [0, 1]", fraction));

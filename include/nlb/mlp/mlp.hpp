@@ -27,6 +27,11 @@ class Mlp {
   using Input = Activations<T, D>;
   using Output = Activations<T, D>;
   using Hidden = Activations<T, H>;
+  // Arguments bind as width-Dynamic references, never as fixed-width ones: a fixed-width
+  // Eigen::Ref bound to data of another width is undefined behaviour in release builds (Eigen
+  // only asserts), so the width could not be checked. With these the check below is real.
+  using AnyInput = Activations<T>;
+  using AnyOutput = Activations<T>;
 
   /// Scratch memory for forward(); reuse one across calls to avoid an allocation per call.
   struct Workspace {
@@ -59,7 +64,7 @@ class Mlp {
   }
 
   /// Y = MLP(X) using `ws` for the hidden block. X [T, d], Y [T, d]; Y must not alias X.
-  void forward(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y, Workspace& ws) const {
+  void forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y, Workspace& ws) const {
     check_dim("Mlp::forward: input width (d)", in_features(), X.cols());
     check_dim("Mlp::forward: output rows (T)", X.rows(), Y.rows());
     check_dim("Mlp::forward: output width (d)", in_features(), Y.cols());
@@ -78,13 +83,13 @@ class Mlp {
   }
 
   /// Y = MLP(X) with a temporary workspace.
-  void forward(const Eigen::Ref<const Input>& X, Eigen::Ref<Output> Y) const {
+  void forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y) const {
     Workspace ws;
     forward(X, Y, ws);
   }
 
   /// Returns MLP(X) as a new [T, d] matrix.
-  Output forward(const Eigen::Ref<const Input>& X) const {
+  Output forward(const Eigen::Ref<const AnyInput>& X) const {
     Output Y(X.rows(), in_features());
     forward(X, Y);
     return Y;

@@ -58,9 +58,30 @@ Transformer<T, Backend> make_transformer(const ModelWeights<T>& w) {
   return Transformer<T, Backend>(c, w.embeddings, std::move(blocks));
 }
 
+/// One layer as a fixed-size block: width D, hidden width H and activation Act at compile time.
+/// Throws ShapeError when the weights do not have those sizes.
+template <class T, int D, int H, class Act, class Backend = backend::cpu>
+FixedBlock<T, D, H, Act, Backend> make_fixed_block(const ModelConfig& c, const BlockWeights<T>& b) {
+  return FixedBlock<T, D, H, Act, Backend>(
+      LayerNormWeights<T, D>{b.ln1.gamma, b.ln1.beta},
+      DenseAttention<T, D, Backend>(AttentionWeights<T, D>{b.attention.w_qkv, b.attention.b_qkv,
+                                                           b.attention.w_out, b.attention.b_out},
+                                    c.n_heads, c.rotary_dims(), c.rotary_base),
+      LayerNormWeights<T, D>{b.ln2.gamma, b.ln2.beta},
+      Mlp<T, D, H, Act, Backend>(b.mlp.w_fc, b.mlp.b_fc, b.mlp.w_proj, b.mlp.b_proj),
+      c.parallel_residual, static_cast<T>(c.layer_norm_eps));
+}
+
+/// The embeddings with the compile-time width D (checked).
+template <int D, class T>
+EmbeddingWeights<T, D> make_fixed_embeddings(const EmbeddingWeights<T>& e) {
+  return {e.token, e.position, {e.final_norm.gamma, e.final_norm.beta}, e.unembedding};
+}
+
 /// The same model as a type: width D, hidden width H, activation Act and N layers fixed at
 /// compile time. Throws ShapeError when the weights do not have those sizes, ArgumentError when
-/// the configured activation is not Act.
+/// the configured activation is not Act. For per-layer kinds (a linear layer, a gated one), build
+/// the tuple of blocks yourself from make_fixed_block and BasicTransformer.
 template <class T, int D, int H, class Act, std::size_t N, class Backend = backend::cpu>
 FixedTransformer<T, D, H, Act, N, Backend> make_fixed_transformer(const ModelWeights<T>& w) {
   const ModelConfig& c = w.config;
@@ -71,26 +92,12 @@ FixedTransformer<T, D, H, Act, N, Backend> make_fixed_transformer(const ModelWei
     throw ArgumentError(detail::expected_found("make_fixed_transformer: activation", Act::name,
                                                tanh ? "gelu_new" : "gelu"));
   }
-  using BlockT = FixedBlock<T, D, H, Act, Backend>;
-  auto make_block = [&](std::size_t i) {
-    const auto& b = w.blocks.at(i);
-    return BlockT(
-        LayerNormWeights<T, D>{b.ln1.gamma, b.ln1.beta},
-        DenseAttention<T, D, Backend>(AttentionWeights<T, D>{b.attention.w_qkv, b.attention.b_qkv,
-                                                             b.attention.w_out, b.attention.b_out},
-                                      c.n_heads, c.rotary_dims(), c.rotary_base),
-        LayerNormWeights<T, D>{b.ln2.gamma, b.ln2.beta},
-        Mlp<T, D, H, Act, Backend>(b.mlp.w_fc, b.mlp.b_fc, b.mlp.w_proj, b.mlp.b_proj),
-        c.parallel_residual, static_cast<T>(c.layer_norm_eps));
-  };
   auto layers = [&]<std::size_t... I>(std::index_sequence<I...>) {
-    return std::make_tuple(make_block(I)...);
+    return std::make_tuple(make_fixed_block<T, D, H, Act, Backend>(c, w.blocks.at(I))...);
   }
   (std::make_index_sequence<N>{});
-  const auto& e = w.embeddings;
-  EmbeddingWeights<T, D> embeddings{
-      e.token, e.position, {e.final_norm.gamma, e.final_norm.beta}, e.unembedding};
-  return FixedTransformer<T, D, H, Act, N, Backend>(c, std::move(embeddings), std::move(layers));
+  return FixedTransformer<T, D, H, Act, N, Backend>(c, make_fixed_embeddings<D>(w.embeddings),
+                                                    std::move(layers));
 }
 
 }  // namespace nlb
