@@ -132,7 +132,7 @@ BOOST_AUTO_TEST_CASE(shape_errors_name_expected_and_found) {
   // Heap-stored weights of a fixed-size type are checked against the compile-time sizes.
   using Gpt2Mlp = nlb::Mlp<float, 768, 3072>;
   BOOST_CHECK_EXCEPTION(
-      Gpt2Mlp(nlb::RowMatrix<float>::Zero(768, 100), nlb::RowVector<float>::Zero(100),
+      Gpt2Mlp(nlb::RowMatrix<float>::Zero(768, 100), nlb::RowVector<float>::Zero(3072),
               nlb::RowMatrix<float>::Zero(100, 768), nlb::RowVector<float>::Zero(768)),
       nlb::ShapeError, [](const nlb::ShapeError& e) {
         const std::string m = e.what();
