@@ -73,5 +73,8 @@ class Progress {
 int run_eval(const std::vector<std::string>& argv);
 int run_forward(const std::vector<std::string>& argv);
 int run_generate(const std::vector<std::string>& argv);
+int run_budget(const std::vector<std::string>& argv);
+int run_linearize(const std::vector<std::string>& argv);
+int run_spectrum(const std::vector<std::string>& argv);
 
 }  // namespace nlb::cli

@@ -40,6 +40,12 @@ int main(int argc, char** argv) {
       return nlb::cli::run_forward(rest);
     if (command == "generate")
       return nlb::cli::run_generate(rest);
+    if (command == "budget")
+      return nlb::cli::run_budget(rest);
+    if (command == "linearize")
+      return nlb::cli::run_linearize(rest);
+    if (command == "spectrum")
+      return nlb::cli::run_spectrum(rest);
     throw nlb::cli::UsageError("unknown command \"" + command + "\" (see nlb help)");
   } catch (const nlb::cli::UsageError& e) {
     std::fprintf(stderr, "nlb %s: %s\n", command.c_str(), e.what());

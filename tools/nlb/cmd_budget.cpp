@@ -1,0 +1,10 @@
+// nlb budget: placeholder until its issue lands (replaced by the owner of this file).
+#include "common.hpp"
+
+namespace nlb::cli {
+
+int run_budget(const std::vector<std::string>& /*argv*/) {
+  throw UsageError("the budget command is not built yet");
+}
+
+}  // namespace nlb::cli
