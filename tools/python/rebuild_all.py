@@ -51,6 +51,8 @@ def main():
             ["train.py", "--arch", "neox", "--out", "models/tiny-neox", "--steps", TRAIN_STEPS, "--log-every", "100"],
         ]
     steps += [["make_fixtures.py"], ["self_check.py"]]
+    # Per-layer surrogate costs of both shipped models (tests/fixtures/tiny-*-mlp-budget.json).
+    steps += [["mlp_budget_reference.py"]]
     for step in steps:
         command = [sys.executable, os.path.join(HERE, step[0])] + step[1:]
         print("==> " + " ".join(["/usr/bin/python3", "tools/python/" + step[0]] + step[1:]), flush=True)
