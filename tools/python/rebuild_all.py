@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Rebuilds data/, models/tiny-gpt2, models/tiny-neox and tests/fixtures/,
-then runs the self-check.
+"""Rebuilds data/, models/tiny-gpt2, models/tiny-neox, models/tiny-sd and
+tests/fixtures/, then runs the self-check.
 
 Usage:
   /usr/bin/python3 tools/python/rebuild_all.py [--skip-training] [--blas-dir DIR]
@@ -49,6 +49,9 @@ def main():
         steps += [
             ["train.py", "--arch", "gpt2", "--out", "models/tiny-gpt2", "--steps", TRAIN_STEPS, "--log-every", "100"],
             ["train.py", "--arch", "neox", "--out", "models/tiny-neox", "--steps", TRAIN_STEPS, "--log-every", "100"],
+            # S–D attention (sd_model.py); the shipped choice of ranks, filter and ln_1 is
+            # train.py's default for --arch sd (see models/README.md).
+            ["train.py", "--arch", "sd", "--out", "models/tiny-sd", "--steps", TRAIN_STEPS, "--log-every", "100"],
         ]
     steps += [["make_fixtures.py"], ["self_check.py"]]
     # Per-layer surrogate costs of both shipped models (tests/fixtures/tiny-*-mlp-budget.json).
