@@ -16,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "error_message.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
+#include "scratch_dir.hpp"
 #include "small_float_reference.hpp"
 
 namespace {
@@ -29,28 +31,6 @@ using nlb::io::SafetensorsWriter;
 using Bytes = std::vector<std::uint8_t>;
 
 const fs::path source_dir = NLB_SOURCE_DIR;
-
-/// A fresh empty directory under the system temporary directory, removed at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::random_device rd;
-    path =
-        fs::temp_directory_path() / ("nlb-test-io-" + std::to_string(rd()) + std::to_string(rd()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::vector<std::string> listing() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path))
-      names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-};
 
 /// A file assembled by hand: u64 little-endian length (written byte by byte), header text
 /// (padded with spaces to a multiple of `pad_to` bytes), then `data`.
@@ -73,22 +53,6 @@ void append(Bytes& out, std::initializer_list<int> bytes) {
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
-}
-
-/// The message of the FormatError `f` throws; fails the test if it throws nothing or
-/// something else.
-template <class F>
-std::string format_error_of(F&& f) {
-  try {
-    f();
-  } catch (const nlb::FormatError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    BOOST_ERROR("expected FormatError, got another exception: " << e.what());
-    return {};
-  }
-  BOOST_ERROR("expected FormatError, nothing was thrown");
-  return {};
 }
 
 }  // namespace
@@ -136,18 +100,21 @@ BOOST_AUTO_TEST_CASE(reads_hand_assembled_file) {
 
   // Errors name the file, the tensor, what was expected and what was found.
   const std::string wrong_shape =
-      format_error_of([&] { (void)file.read_matrix<float>("b", 2, 3); });
+      nlb::test::error_message<nlb::FormatError>([&] { (void)file.read_matrix<float>("b", 2, 3); });
   BOOST_TEST(contains(wrong_shape, "hand.safetensors"));
   BOOST_TEST(contains(wrong_shape, "\"b\""));
   BOOST_TEST(contains(wrong_shape, "expected [2, 3], found [2, 2]"));
-  const std::string wrong_kind = format_error_of([&] { (void)file.read<float>("a"); });
+  const std::string wrong_kind =
+      nlb::test::error_message<nlb::FormatError>([&] { (void)file.read<float>("a"); });
   BOOST_TEST(contains(wrong_kind, "hand.safetensors"));
   BOOST_TEST(contains(wrong_kind, "a floating dtype"));
   BOOST_TEST(contains(wrong_kind, "found I64"));
-  const std::string wrong_int = format_error_of([&] { (void)file.read<std::int32_t>("a"); });
+  const std::string wrong_int =
+      nlb::test::error_message<nlb::FormatError>([&] { (void)file.read<std::int32_t>("a"); });
   BOOST_TEST(contains(wrong_int, "element 1 does not fit int32"));
   BOOST_TEST(contains(wrong_int, "found 1099511627776"));
-  const std::string missing = format_error_of([&] { (void)file.info("transformer.wte.weight"); });
+  const std::string missing = nlb::test::error_message<nlb::FormatError>(
+      [&] { (void)file.info("transformer.wte.weight"); });
   BOOST_TEST(contains(missing, "hand.safetensors"));
   BOOST_TEST(contains(missing, "missing tensor \"transformer.wte.weight\""));
   BOOST_CHECK_THROW((void)file.read_matrix<float>("b", -1, 2), nlb::ArgumentError);
@@ -259,7 +226,7 @@ BOOST_AUTO_TEST_CASE(round_trip_every_dtype) {
   writer.add_int("i32", DType::I32, {n}, i32);
   writer.add_int("u8", DType::U8, {3, 1000}, u8);
   writer.add_int("bool", DType::BOOL, {n, 1}, flags);
-  TempDir tmp;
+  nlb::test::ScratchDir tmp;
   const fs::path path = tmp.path / "round_trip.safetensors";
   writer.write(path);
   BOOST_TEST(tmp.listing() == std::vector<std::string>{"round_trip.safetensors"},
@@ -365,7 +332,7 @@ BOOST_AUTO_TEST_CASE(metadata_round_trip) {
   writer.set_metadata("note", "λ = 0.01, \"quoted\"\n");
   writer.set_metadata("", "empty key");
   writer.add("w", DType::BF16, {1}, std::vector<float>{1.0f});
-  TempDir tmp;
+  nlb::test::ScratchDir tmp;
   writer.write(tmp.path / "m.safetensors");
   const auto file = SafetensorsFile::open(tmp.path / "m.safetensors");
   const std::map<std::string, std::string> want = {
@@ -374,7 +341,7 @@ BOOST_AUTO_TEST_CASE(metadata_round_trip) {
 }
 
 BOOST_AUTO_TEST_CASE(writer_never_leaves_a_partial_file) {
-  TempDir tmp;
+  nlb::test::ScratchDir tmp;
   SafetensorsWriter writer;
   writer.add("w", DType::F32, {4}, std::vector<float>{1, 2, 3, 4});
 
@@ -485,7 +452,7 @@ BOOST_AUTO_TEST_CASE(reader_rejects_in_memory_violations) {
         BOOST_CHECK_NO_THROW(SafetensorsFile::from_bytes(assemble(c.header, c.data), "mem"));
         continue;
       }
-      const std::string message = format_error_of(
+      const std::string message = nlb::test::error_message<nlb::FormatError>(
           [&] { (void)SafetensorsFile::from_bytes(assemble(c.header, c.data), "in-memory-name"); });
       BOOST_TEST(contains(message, "in-memory-name: "));
       BOOST_TEST(contains(message, c.phrase), message);
@@ -494,18 +461,19 @@ BOOST_AUTO_TEST_CASE(reader_rejects_in_memory_violations) {
   // A BOOL byte other than 0 or 1 is caught when read.
   const auto b = SafetensorsFile::from_bytes(
       assemble(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", {1, 7}), "bools");
-  BOOST_TEST(contains(format_error_of([&] { (void)b.read<int>("a"); }),
+  BOOST_TEST(contains(nlb::test::error_message<nlb::FormatError>([&] { (void)b.read<int>("a"); }),
                       "element 1 of a BOOL tensor: expected 0 or 1, found 7"));
   // An integer tensor read into a too-narrow type names element and value.
   const auto u = SafetensorsFile::from_bytes(
       assemble(R"({"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})",
                {1, 0, 0, 0, 0x00, 0x01, 0x00, 0x00}),
       "ints");
-  BOOST_TEST(contains(format_error_of([&] { (void)u.read<std::int8_t>("a"); }),
-                      "element 1 does not fit int8: expected a value in [-128, 127], found 256"));
   BOOST_TEST(
-      contains(format_error_of([&] { (void)SafetensorsFile::open("/nonexistent/x.safetensors"); }),
-               "/nonexistent/x.safetensors: cannot read"));
+      contains(nlb::test::error_message<nlb::FormatError>([&] { (void)u.read<std::int8_t>("a"); }),
+               "element 1 does not fit int8: expected a value in [-128, 127], found 256"));
+  BOOST_TEST(contains(nlb::test::error_message<nlb::FormatError>(
+                          [&] { (void)SafetensorsFile::open("/nonexistent/x.safetensors"); }),
+                      "/nonexistent/x.safetensors: cannot read"));
 }
 
 BOOST_AUTO_TEST_CASE(malformed_corpus_gives_specific_errors) {
@@ -591,7 +559,8 @@ BOOST_AUTO_TEST_CASE(malformed_corpus_gives_specific_errors) {
   for (const auto& [name, phrase] : table) {
     BOOST_TEST_CONTEXT(name) {
       const fs::path path = dir / (name + ".safetensors");
-      const std::string message = format_error_of([&] { (void)SafetensorsFile::open(path); });
+      const std::string message =
+          nlb::test::error_message<nlb::FormatError>([&] { (void)SafetensorsFile::open(path); });
       BOOST_TEST_MESSAGE(message);
       BOOST_TEST(contains(message, path.string() + ": "), message);
       BOOST_TEST(contains(message, phrase), message);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "error_message.hpp"
 #include "nlb/mlp/ridge_stats.hpp"
 #include "test_random.hpp"
 #include "tolerances.hpp"
@@ -101,16 +102,6 @@ void add_in_batches(Stats& stats, const Data& data, Index begin, Index end, Inde
     const Index b = std::min(batch, end - r);
     stats.add(data.X.middleRows(r, b), data.Y.middleRows(r, b));
   }
-}
-
-template <class Fn>
-std::string message_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const nlb::Error& e) {
-    return e.what();
-  }
-  return "(no exception)";
 }
 
 }  // namespace
@@ -291,21 +282,22 @@ BOOST_AUTO_TEST_CASE(bad_input) {
   stats.add(x, y);
 
   BOOST_CHECK_THROW(stats.add(nlb::test::gaussian(10, 5, 1), y), nlb::ShapeError);
-  std::string msg = message_of([&] { stats.add(nlb::test::gaussian(10, 5, 1), y); });
+  std::string msg =
+      nlb::test::error_message<nlb::Error>([&] { stats.add(nlb::test::gaussian(10, 5, 1), y); });
   BOOST_TEST(msg.find("expected 4, found 5") != std::string::npos, msg);
   BOOST_CHECK_THROW(stats.add(x, nlb::test::gaussian(10, 3, 1)), nlb::ShapeError);
-  msg = message_of([&] { stats.add(x, nlb::test::gaussian(9, 2, 1)); });
+  msg = nlb::test::error_message<nlb::Error>([&] { stats.add(x, nlb::test::gaussian(9, 2, 1)); });
   BOOST_TEST(msg.find("expected 10, found 9") != std::string::npos, msg);
 
   Eigen::MatrixXd bad_x = x;
   bad_x(3, 2) = std::numeric_limits<double>::quiet_NaN();
   BOOST_CHECK_THROW(stats.add(bad_x, y), nlb::NumericError);
-  msg = message_of([&] { stats.add(bad_x, y); });
+  msg = nlb::test::error_message<nlb::Error>([&] { stats.add(bad_x, y); });
   BOOST_TEST(msg.find("(3, 2)") != std::string::npos, msg);
   BOOST_TEST(msg.find("expected a finite value") != std::string::npos, msg);
   Eigen::MatrixXf bad_y = y.cast<float>();
   bad_y(7, 1) = std::numeric_limits<float>::infinity();
-  msg = message_of([&] { stats.add(x.cast<float>(), bad_y); });
+  msg = nlb::test::error_message<nlb::Error>([&] { stats.add(x.cast<float>(), bad_y); });
   BOOST_TEST(msg.find("Y entry (7, 1)") != std::string::npos, msg);
   BOOST_CHECK_THROW(stats.add(x.cast<float>(), bad_y), nlb::NumericError);
 
@@ -315,14 +307,14 @@ BOOST_AUTO_TEST_CASE(bad_input) {
   BOOST_TEST(bitwise_equal(stats, clean));
 
   BOOST_CHECK_THROW(stats.merge(RidgeStats<>(3, 2)), nlb::ShapeError);
-  msg = message_of([&] { stats.merge(RidgeStats<>(4, 7)); });
+  msg = nlb::test::error_message<nlb::Error>([&] { stats.merge(RidgeStats<>(4, 7)); });
   BOOST_TEST(msg.find("expected 2, found 7") != std::string::npos, msg);
 
   BOOST_CHECK_THROW(RidgeStats<>(), nlb::ArgumentError);  // Dynamic sizes must be given
-  msg = message_of([] { RidgeStats<> s(0, 3); });
+  msg = nlb::test::error_message<nlb::Error>([] { RidgeStats<> s(0, 3); });
   BOOST_TEST(msg.find("expected a size >= 1") != std::string::npos, msg);
   BOOST_CHECK_THROW((RidgeStats<5, 3>(6, 3)), nlb::ShapeError);
-  msg = message_of([] { RidgeStats<5, 3> s(5, 2); });
+  msg = nlb::test::error_message<nlb::Error>([] { RidgeStats<5, 3> s(5, 2); });
   BOOST_TEST(msg.find("expected 3, found 2") != std::string::npos, msg);
 }
 

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "error_message.hpp"
 #include "nlb/mlp/ridge_surrogate.hpp"
 #include "test_random.hpp"
 #include "tolerances.hpp"
@@ -86,16 +87,6 @@ Eigen::MatrixXd affine_by_loops(const XD& X, const W& w, const B& b) {
     }
   }
   return Y;
-}
-
-template <class Fn>
-std::string message_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const nlb::Error& e) {
-    return e.what();
-  }
-  return "(no exception)";
 }
 
 bool contains(const std::string& text, const std::string& part) {
@@ -431,22 +422,25 @@ BOOST_AUTO_TEST_CASE(bad_input) {
   const nlb::Activations<float> x7 = nlb::Activations<float>::Ones(4, 7);
   nlb::Activations<float> y = nlb::Activations<float>::Constant(4, 6, 9.0f);
   BOOST_CHECK_THROW(surrogate.apply(x7, y), nlb::ShapeError);
-  std::string msg = message_of([&] { surrogate.apply(x7, y); });
+  std::string msg = nlb::test::error_message<nlb::Error>([&] { surrogate.apply(x7, y); });
   BOOST_TEST(contains(msg, "expected 8, found 7"), msg);
   BOOST_TEST(y.minCoeff() == 9.0f);
   BOOST_CHECK_THROW(surrogate.apply(x7), nlb::ShapeError);
   nlb::Activations<float> y_rows(3, 6);
-  msg = message_of([&] { surrogate.apply(nlb::Activations<float>::Ones(4, 8), y_rows); });
+  msg = nlb::test::error_message<nlb::Error>(
+      [&] { surrogate.apply(nlb::Activations<float>::Ones(4, 8), y_rows); });
   BOOST_TEST(contains(msg, "expected 4, found 3"), msg);
   nlb::Activations<float> y_cols(4, 5);
-  msg = message_of([&] { surrogate.apply(nlb::Activations<float>::Ones(4, 8), y_cols); });
+  msg = nlb::test::error_message<nlb::Error>(
+      [&] { surrogate.apply(nlb::Activations<float>::Ones(4, 8), y_cols); });
   BOOST_TEST(contains(msg, "expected 6, found 5"), msg);
   RidgeSurrogate<float, 8, 6> fixed;
-  msg = message_of([&] { fixed.apply(x7); });  // Dynamic-width data into a fixed surrogate
+  msg = nlb::test::error_message<nlb::Error>(
+      [&] { fixed.apply(x7); });  // Dynamic-width data into a fixed surrogate
   BOOST_TEST(contains(msg, "expected 8, found 7"), msg);
 
   // Constructor: shapes against each other and against compile-time sizes.
-  msg = message_of([] {
+  msg = nlb::test::error_message<nlb::Error>([] {
     RidgeSurrogate<double> s(nlb::RowMatrix<double>::Zero(4, 3), nlb::RowVector<double>::Zero(2));
   });
   BOOST_TEST(contains(msg, "expected 3, found 2"), msg);
@@ -463,26 +457,26 @@ BOOST_AUTO_TEST_CASE(bad_input) {
                               std::numeric_limits<double>::infinity()}) {
     BOOST_CHECK_THROW(surrogate.fit(stats, lambda), nlb::ArgumentError);
   }
-  msg = message_of([&] { surrogate.fit(stats, -1.0); });
+  msg = nlb::test::error_message<nlb::Error>([&] { surrogate.fit(stats, -1.0); });
   BOOST_TEST(contains(msg, "expected a finite value > 0, found -1"), msg);
   BOOST_CHECK_THROW(nlb::fit_svd(X, Y, 0.0), nlb::ArgumentError);
   BOOST_CHECK_THROW(nlb::fit_svd(X, Y.topRows(39)), nlb::ShapeError);
 
   const RidgeSurrogate<float> before = surrogate;
   BOOST_CHECK_THROW(surrogate.fit(RidgeStats<>(8, 6)), nlb::NumericError);
-  msg = message_of([&] { surrogate.fit(RidgeStats<>(8, 6)); });
+  msg = nlb::test::error_message<nlb::Error>([&] { surrogate.fit(RidgeStats<>(8, 6)); });
   BOOST_TEST(contains(msg, "expected at least 1 row"), msg);
   BOOST_TEST(contains(msg, "found 0"), msg);
   BOOST_TEST((surrogate.weight() == before.weight()));  // a failed fit changes nothing
 
-  msg = message_of([&] { fixed.fit(RidgeStats<>(8, 5)); });
+  msg = nlb::test::error_message<nlb::Error>([&] { fixed.fit(RidgeStats<>(8, 5)); });
   BOOST_TEST(contains(msg, "expected 6, found 5"), msg);
 
   // NaN/Inf in training data is refused when it is accumulated.
   Eigen::MatrixXd bad = X;
   bad(5, 3) = std::numeric_limits<double>::infinity();
   BOOST_CHECK_THROW(stats.add(bad, Y), nlb::NumericError);
-  msg = message_of([&] { stats.add(bad, Y); });
+  msg = nlb::test::error_message<nlb::Error>([&] { stats.add(bad, Y); });
   BOOST_TEST(contains(msg, "(5, 3)"), msg);
   BOOST_TEST(contains(msg, "expected a finite value"), msg);
   BOOST_CHECK_THROW(nlb::fit_svd(bad, Y), nlb::NumericError);
