@@ -87,4 +87,32 @@ inline constexpr double fixed_vs_dynamic_rel = 1e-6;
 // Closed forms evaluated in a different order: a few double roundings.
 inline constexpr double flops_rel = 1e-14;
 
+// ---- attention components: routing, filter, S–D and linear attention (issue #5, H1) ----
+// Low-rank routing scores against x_i S x_jᵀ in long double: first-order forward error of
+// the features (dot products of length d) and of the length-Rank score sum, each <= n·u of
+// the sum of |terms|; bound = factor · (d + Rank) · eps_T · Σ_k (|x_i|·|U_k|)(|x_j|·|V_k|) +
+// (|x_i|·|V_k|)(|x_j|·|U_k|); factor 1 covers both steps (n·u = n·eps/2 each).
+inline constexpr double routing_rounding_factor = 1.0;
+// from_matrix vs the truncated SVD of the skew part (double): both are backward stable; the
+// kept invariant subspace moves by O(eps·‖A‖ / gap) (Davis–Kahan) and the tests require a
+// relative gap >= 1e-2 between the last kept and first dropped σ, so 1e-11 relative to ‖A‖₂
+// leaves a margin of ~10 over d·eps/gap for d <= 24.
+inline constexpr double skew_truncation_rel = 1e-11;
+// Re λ(S − D) <= −min_k D_kk + slack: a backward-stable eigensolver returns exact eigenvalues of
+// A + E with ‖E‖₂ <= p(n)·eps·‖A‖_F, and Re λ(A + E) <= λ_max((A+E + (A+E)ᵀ)/2) <= −min D + ‖E‖₂.
+// slack = factor · n · eps · ‖A‖_F with factor 10 (p(n) ~ n for the QR iteration in practice).
+inline constexpr double eigen_real_part_factor = 10.0;
+// Filter scores and S–D / linear attention against long-double or quadratic-form references
+// in double: the same sums in another order (GEMM blocking, fused features, chunked prefix
+// sums); normwise relative to the largest magnitude of the compared tensor.
+inline constexpr double attention_double_rel = 1e-12;
+// The same in float (dot products of length d + Rank <= 100 and a softmax): ~d·2^-24.
+inline constexpr double attention_float_rel = 2e-5;
+// SDAttention against the PyTorch float64 fixture: only summation order differs (as
+// model_f64_rel), normwise relative to the output's largest magnitude.
+inline constexpr double sd_fixture_f64_rel = 1e-12;
+// KV-cache decoding token by token vs the full forward, in double: the cached path feeds the
+// same rows through GEMMs of other shapes (another blocking and summation order).
+inline constexpr double attention_cache_double_rel = 1e-12;
+
 }  // namespace nlb::test::tol
