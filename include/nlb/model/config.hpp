@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "nlb/core.hpp"
 
@@ -18,6 +19,16 @@ enum class Architecture {
 
 /// Which GELU the MLP uses.
 enum class ActivationKind { gelu_tanh, gelu_erf };
+
+/// What one layer of a (possibly linearized) model runs as its MLP (config.json
+/// "nlb_mlp_kinds", docs/linearize.md): the full MLP, its linear surrogate y = x W + b
+/// (PAPERS §A1), or a GatedMLP routing each token to one of the two (PAPERS §A3).
+enum class MlpKind { full, linear, gated };
+
+/// The name of an MlpKind as config.json spells it: "full", "linear" or "gated".
+inline const char* mlp_kind_name(MlpKind kind) {
+  return kind == MlpKind::full ? "full" : kind == MlpKind::linear ? "linear" : "gated";
+}
 
 /// Hyperparameters of a GPT-2 or GPT-NeoX model. Sizes are run-time values; a fixed-size
 /// model checks them against its compile-time sizes.
@@ -36,6 +47,13 @@ struct ModelConfig {
   double rotary_base = 10000.0;
   bool tied_embeddings = true;  // unembedding = token embedding (GPT-2)
   bool attention_bias = true;   // q/k/v and output projections have biases
+  // Linearized models (docs/linearize.md): each layer's MLP kind; empty = every layer full.
+  std::vector<MlpKind> mlp_kinds;
+
+  /// The MLP kind of `layer` (full when mlp_kinds is empty). Precondition: layer < n_layers.
+  MlpKind mlp_kind(Index layer) const {
+    return mlp_kinds.empty() ? MlpKind::full : mlp_kinds[static_cast<std::size_t>(layer)];
+  }
 
   Index head_dim() const { return n_heads > 0 ? d_model / n_heads : 0; }
   /// Rotated dims per head: int(head_dim · rotary_pct), as Hugging Face computes it.
@@ -99,6 +117,37 @@ inline ActivationKind config_activation(const std::string& file, const std::stri
                                    "\"" + name + "\""));
 }
 
+// The optional "nlb_mlp_kinds" key (after n_layers is known): an array of n_layers strings,
+// each "full", "linear" or "gated". Absent or null: every layer full.
+inline std::vector<MlpKind> parse_mlp_kinds(const nlohmann::json& j, const std::string& file,
+                                            Index n_layers) {
+  const auto it = j.find("nlb_mlp_kinds");
+  if (it == j.end() || it->is_null())
+    return {};
+  if (!it->is_array() || static_cast<Index>(it->size()) != n_layers) {
+    throw FormatError(expected_found(
+        file + ": config key \"nlb_mlp_kinds\"",
+        "an array of n_layers = " + std::to_string(n_layers) + " MLP kinds", it->dump()));
+  }
+  std::vector<MlpKind> kinds;
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const auto& v = (*it)[i];
+    const std::string name = v.is_string() ? v.get<std::string>() : std::string();
+    if (name == "full") {
+      kinds.push_back(MlpKind::full);
+    } else if (name == "linear") {
+      kinds.push_back(MlpKind::linear);
+    } else if (name == "gated") {
+      kinds.push_back(MlpKind::gated);
+    } else {
+      throw FormatError(
+          expected_found(file + ": config key \"nlb_mlp_kinds\" entry " + std::to_string(i),
+                         "\"full\", \"linear\" or \"gated\"", v.dump()));
+    }
+  }
+  return kinds;
+}
+
 }  // namespace detail
 
 /// Parses a Hugging Face config.json for model_type "gpt2" or "gpt_neox".
@@ -106,7 +155,8 @@ inline ActivationKind config_activation(const std::string& file, const std::stri
 /// activation_function, n_inner (null = 4·n_embd). GPT-NeoX keys: hidden_size,
 /// num_hidden_layers, num_attention_heads, intermediate_size, max_position_embeddings,
 /// vocab_size, layer_norm_eps, hidden_act, rotary_pct, rotary_emb_base (or rope_theta),
-/// use_parallel_residual, tie_word_embeddings, attention_bias.
+/// use_parallel_residual, tie_word_embeddings, attention_bias. Any model type may carry
+/// "nlb_mlp_kinds" (docs/linearize.md): n_layers strings "full", "linear" or "gated".
 /// Throws FormatError naming the file and key on a missing key, a wrong type, an unknown
 /// model_type or an inconsistent shape (d not divisible by the heads).
 inline ModelConfig parse_hf_config(const nlohmann::json& j, const std::string& file) {
@@ -152,6 +202,7 @@ inline ModelConfig parse_hf_config(const nlohmann::json& j, const std::string& f
     throw FormatError(detail::expected_found(file + ": config key \"model_type\"",
                                              "\"gpt2\" or \"gpt_neox\"", "\"" + model_type + "\""));
   }
+  c.mlp_kinds = detail::parse_mlp_kinds(j, file, c.n_layers);
   if (c.d_model % c.n_heads != 0) {
     throw FormatError(detail::expected_found(
         file + ": hidden size " + std::to_string(c.d_model) + " over " + std::to_string(c.n_heads) +

@@ -39,6 +39,10 @@ class TensorSource {
   }
 
   bool contains(const std::string& name) const { return where_.count(name) > 0; }
+  /// The file holding tensor `name` (which must be present), without marking it used.
+  std::string path_of(const std::string& name) const {
+    return files_[where_.at(name)].path().string();
+  }
 
   const io::SafetensorsFile& file_of(const std::string& name) {
     const auto it = where_.find(name);
@@ -149,6 +153,53 @@ LayerNormWeights<T> read_layer_norm(TensorSource& src, const std::string& name, 
   return {src.vector<T>(name + ".weight", d), src.vector<T>(name + ".bias", d)};
 }
 
+// One layer's MLP by its kind in config.json "nlb_mlp_kinds" (docs/linearize.md). `mlp` is the
+// layer's MLP prefix ("transformer.h.1.mlp." / "gpt_neox.layers.1.mlp."), `full` the names of
+// the full MLP's tensors under it, read by `read_full(m)`. A linear layer has exactly
+//   mlp.surrogate.weight [d, d] (y = x W + b, [in, out] in both families), mlp.surrogate.bias [d]
+// and none of `full`; a gated one has `full`, the surrogate and
+//   mlp.gate.weight [d] (folded, PAPERS §A3), mlp.gate.bias [1], mlp.gate.threshold [1];
+// a full one none of the surrogate or gate tensors. A tensor of another kind is a FormatError
+// naming the file, the tensor, what the layer's kind expects and what was found.
+template <class T, class ReadFull>
+MlpWeights<T> read_mlp(TensorSource& src, const ModelConfig& c, Index layer, const std::string& mlp,
+                       std::initializer_list<const char*> full, ReadFull&& read_full) {
+  const MlpKind kind = c.mlp_kind(layer);
+  const Index d = c.d_model;
+  auto refuse = [&](const std::string& name, const char* expected) {
+    if (src.contains(name)) {
+      throw FormatError(expected_found(src.path_of(name) + ": tensor \"" + name + "\" of layer " +
+                                           std::to_string(layer) + " (config nlb_mlp_kinds: \"" +
+                                           mlp_kind_name(kind) + "\")",
+                                       expected, "the tensor present"));
+    }
+  };
+  MlpWeights<T> m;
+  m.kind = kind;
+  if (kind == MlpKind::linear) {
+    for (const char* name : full)
+      refuse(mlp + name, "no full-MLP tensors in a linear layer (only mlp.surrogate.*)");
+  } else {
+    read_full(m);
+  }
+  if (kind == MlpKind::full) {
+    for (const char* name : {"surrogate.weight", "surrogate.bias"})
+      refuse(mlp + name, "no surrogate tensors in a full layer");
+  } else {
+    m.w_surrogate = src.matrix<T>(mlp + "surrogate.weight", d, d);
+    m.b_surrogate = src.vector<T>(mlp + "surrogate.bias", d);
+  }
+  if (kind != MlpKind::gated) {
+    for (const char* name : {"gate.weight", "gate.bias", "gate.threshold"})
+      refuse(mlp + name, "no gate tensors in a layer that is not gated");
+  } else {
+    m.gate_weight = src.vector<T>(mlp + "gate.weight", d).transpose();
+    m.gate_bias = src.vector<T>(mlp + "gate.bias", 1)(0);
+    m.gate_threshold = src.vector<T>(mlp + "gate.threshold", 1)(0);
+  }
+  return m;
+}
+
 // GPT2LMHeadModel. Names carry the "transformer." prefix (save_pretrained) or none (the
 // original hub files of gpt2 … gpt2-xl). Known buffers: h.{i}.attn.bias (causal mask
 // [1, 1, n_positions, n_positions]) and h.{i}.attn.masked_bias ([]) in older files. lm_head.weight
@@ -175,10 +226,14 @@ ModelWeights<T> read_gpt2(TensorSource& src, const ModelConfig& c) {
     b.attention.b_qkv = src.vector<T>(l + "attn.c_attn.bias", 3 * d);
     b.attention.w_out = src.matrix<T>(l + "attn.c_proj.weight", d, d);
     b.attention.b_out = src.vector<T>(l + "attn.c_proj.bias", d);
-    b.mlp.w_fc = src.matrix<T>(l + "mlp.c_fc.weight", d, h);
-    b.mlp.b_fc = src.vector<T>(l + "mlp.c_fc.bias", h);
-    b.mlp.w_proj = src.matrix<T>(l + "mlp.c_proj.weight", h, d);
-    b.mlp.b_proj = src.vector<T>(l + "mlp.c_proj.bias", d);
+    b.mlp = read_mlp<T>(src, c, i, l + "mlp.",
+                        {"c_fc.weight", "c_fc.bias", "c_proj.weight", "c_proj.bias"},
+                        [&](MlpWeights<T>& m) {
+                          m.w_fc = src.matrix<T>(l + "mlp.c_fc.weight", d, h);
+                          m.b_fc = src.vector<T>(l + "mlp.c_fc.bias", h);
+                          m.w_proj = src.matrix<T>(l + "mlp.c_proj.weight", h, d);
+                          m.b_proj = src.vector<T>(l + "mlp.c_proj.bias", d);
+                        });
     src.accept_buffer(l + "attn.bias", {1, 1, P, P});
     src.accept_buffer(l + "attn.masked_bias", {});
     w.blocks.push_back(std::move(b));
@@ -234,10 +289,15 @@ ModelWeights<T> read_gpt_neox(TensorSource& src, const ModelConfig& c) {
     b.attention.w_out = src.linear<T>(l + "attention.dense.weight", d, d);
     b.attention.b_out =
         c.attention_bias ? src.vector<T>(l + "attention.dense.bias", d) : RowVector<T>::Zero(1, d);
-    b.mlp.w_fc = src.linear<T>(l + "mlp.dense_h_to_4h.weight", d, h);
-    b.mlp.b_fc = src.vector<T>(l + "mlp.dense_h_to_4h.bias", h);
-    b.mlp.w_proj = src.linear<T>(l + "mlp.dense_4h_to_h.weight", h, d);
-    b.mlp.b_proj = src.vector<T>(l + "mlp.dense_4h_to_h.bias", d);
+    b.mlp = read_mlp<T>(src, c, i, l + "mlp.",
+                        {"dense_h_to_4h.weight", "dense_h_to_4h.bias", "dense_4h_to_h.weight",
+                         "dense_4h_to_h.bias"},
+                        [&](MlpWeights<T>& m) {
+                          m.w_fc = src.linear<T>(l + "mlp.dense_h_to_4h.weight", d, h);
+                          m.b_fc = src.vector<T>(l + "mlp.dense_h_to_4h.bias", h);
+                          m.w_proj = src.linear<T>(l + "mlp.dense_4h_to_h.weight", h, d);
+                          m.b_proj = src.vector<T>(l + "mlp.dense_4h_to_h.bias", d);
+                        });
     src.accept_buffer(l + "attention.bias", {1, 1, P, P});
     src.accept_buffer(l + "attention.masked_bias", {});
     src.accept_buffer(l + "attention.rotary_emb.inv_freq", {c.rotary_dims() / 2});
@@ -256,6 +316,11 @@ ModelWeights<T> load_model_weights(const std::filesystem::path& dir) {
     throw FormatError(dir.string() + ": not a model directory");
   }
   const ModelConfig config = read_hf_config(dir / "config.json");
+  if (config.architecture == Architecture::nlb_sd) {
+    throw ArgumentError(detail::expected_found(
+        "load_model_weights: " + dir.string(), "a GPT-2 or GPT-NeoX model (dense attention)",
+        "an \"nlb-sd\" model (S–D attention; load it with load_model)"));
+  }
   detail::TensorSource src(dir);
   ModelWeights<T> w = config.architecture == Architecture::gpt2
                           ? detail::read_gpt2<T>(src, config)
@@ -264,10 +329,22 @@ ModelWeights<T> load_model_weights(const std::filesystem::path& dir) {
   return w;
 }
 
-/// Loads a model directory as a Dynamic-size Transformer (each layer's MlpSlot holds its Mlp).
+/// An "nlb-sd" (S–D attention) model directory as a Transformer; defined in sd_loader.hpp.
+template <class T, class Backend = backend::cpu>
+Transformer<T, Backend> load_sd_model(const std::filesystem::path& dir);
+
+/// Loads a model directory as a Dynamic-size Transformer (each layer's MlpSlot holds its Mlp,
+/// its AttentionSlot the dense attention; for model_type "nlb-sd", load_sd_model's S–D
+/// attention).
 template <class T, class Backend = backend::cpu>
 Transformer<T, Backend> load_model(const std::filesystem::path& dir) {
+  if (std::filesystem::is_directory(dir) &&
+      read_hf_config(dir / "config.json").architecture == Architecture::nlb_sd) {
+    return load_sd_model<T, Backend>(dir);
+  }
   return make_transformer<T, Backend>(load_model_weights<T>(dir));
 }
 
 }  // namespace nlb
+
+#include "nlb/model/sd_loader.hpp"  // load_sd_model's definition (it needs this file's helpers)

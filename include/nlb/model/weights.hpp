@@ -11,14 +11,47 @@
 
 namespace nlb {
 
-/// One layer's MLP weights: W_fc [d, h], b_fc [h], W_proj [h, d], b_proj [d].
+/// One layer's MLP weights: W_fc [d, h], b_fc [h], W_proj [h, d], b_proj [d]; for a linearized
+/// layer (docs/linearize.md) also its surrogate and gate. `kind` says which parts are set:
+/// full: the MLP only; linear: the surrogate only (the MLP matrices are empty); gated: all.
 template <class T>
 struct MlpWeights {
   RowMatrix<T> w_fc;
   RowVector<T> b_fc;
   RowMatrix<T> w_proj;
   RowVector<T> b_proj;
+  MlpKind kind = MlpKind::full;
+  RowMatrix<T> w_surrogate;  // [d, d]: y = x W + b (PAPERS §A1); linear and gated
+  RowVector<T> b_surrogate;  // [d]
+  ColVector<T> gate_weight;  // [d], folded (PAPERS §A3); gated only
+  T gate_bias = T(0);        // folded bias
+  T gate_threshold = T(0);   // linear iff x·w + b > threshold
 };
+
+/// The MlpSlot a layer's weights describe: the full Mlp with the configured GELU, its
+/// RidgeSurrogate, or a GatedMLP of the two with its HyperplaneGate (by `m.kind`).
+/// Throws ShapeError / NumericError as the parts' constructors do.
+template <class T, class Backend = backend::cpu>
+MlpSlot<T, Backend> make_mlp_slot(const ModelConfig& c, const MlpWeights<T>& m) {
+  using Slot = MlpSlot<T, Backend>;
+  const bool tanh = c.activation == ActivationKind::gelu_tanh;
+  if (m.kind == MlpKind::linear) {
+    return Slot(typename Slot::Surrogate(m.w_surrogate, m.b_surrogate));
+  }
+  if (m.kind == MlpKind::gated) {
+    typename Slot::Surrogate surrogate(m.w_surrogate, m.b_surrogate);
+    typename Slot::Gate gate(m.gate_weight, m.gate_bias, m.gate_threshold);
+    if (tanh) {
+      return Slot(
+          typename Slot::GatedTanh(typename Slot::MlpTanh(m.w_fc, m.b_fc, m.w_proj, m.b_proj),
+                                   std::move(surrogate), std::move(gate)));
+    }
+    return Slot(typename Slot::GatedErf(typename Slot::MlpErf(m.w_fc, m.b_fc, m.w_proj, m.b_proj),
+                                        std::move(surrogate), std::move(gate)));
+  }
+  return tanh ? Slot(typename Slot::MlpTanh(m.w_fc, m.b_fc, m.w_proj, m.b_proj))
+              : Slot(typename Slot::MlpErf(m.w_fc, m.b_fc, m.w_proj, m.b_proj));
+}
 
 /// One block's weights.
 template <class T>
@@ -37,8 +70,8 @@ struct ModelWeights {
   std::vector<BlockWeights<T>> blocks;
 };
 
-/// A loaded model's Dynamic-size Transformer; each layer's MLP slot holds the full Mlp with
-/// the configured GELU.
+/// A loaded model's Dynamic-size Transformer; each layer's MLP slot holds what make_mlp_slot
+/// builds (the full Mlp with the configured GELU unless the layer is linearized).
 template <class T, class Backend = backend::cpu>
 Transformer<T, Backend> make_transformer(const ModelWeights<T>& w) {
   using Slot = MlpSlot<T, Backend>;
@@ -46,10 +79,7 @@ Transformer<T, Backend> make_transformer(const ModelWeights<T>& w) {
   std::vector<DynamicBlock<T, Backend>> blocks;
   blocks.reserve(w.blocks.size());
   for (const auto& b : w.blocks) {
-    Slot slot =
-        c.activation == ActivationKind::gelu_tanh
-            ? Slot(typename Slot::MlpTanh(b.mlp.w_fc, b.mlp.b_fc, b.mlp.w_proj, b.mlp.b_proj))
-            : Slot(typename Slot::MlpErf(b.mlp.w_fc, b.mlp.b_fc, b.mlp.w_proj, b.mlp.b_proj));
+    Slot slot = make_mlp_slot<T, Backend>(c, b.mlp);
     blocks.emplace_back(
         b.ln1,
         DenseAttention<T, Dynamic, Backend>(b.attention, c.n_heads, c.rotary_dims(), c.rotary_base),
@@ -59,9 +89,14 @@ Transformer<T, Backend> make_transformer(const ModelWeights<T>& w) {
 }
 
 /// One layer as a fixed-size block: width D, hidden width H and activation Act at compile time.
-/// Throws ShapeError when the weights do not have those sizes.
+/// Throws ShapeError when the weights do not have those sizes, ArgumentError for a linearized
+/// layer (its MLP is not an Mlp; build its block from the parts yourself).
 template <class T, int D, int H, class Act, class Backend = backend::cpu>
 FixedBlock<T, D, H, Act, Backend> make_fixed_block(const ModelConfig& c, const BlockWeights<T>& b) {
+  if (b.mlp.kind != MlpKind::full) {
+    throw ArgumentError(
+        detail::expected_found("make_fixed_block: MLP kind", "full", mlp_kind_name(b.mlp.kind)));
+  }
   return FixedBlock<T, D, H, Act, Backend>(
       LayerNormWeights<T, D>{b.ln1.gamma, b.ln1.beta},
       DenseAttention<T, D, Backend>(AttentionWeights<T, D>{b.attention.w_qkv, b.attention.b_qkv,
