@@ -87,6 +87,21 @@ inline constexpr double fixed_vs_dynamic_rel = 1e-6;
 // Closed forms evaluated in a different order: a few double roundings.
 inline constexpr double flops_rel = 1e-14;
 
+// ---- attention spectrum and conversions (PAPERS §B1; issue 5, H3) ----------------------
+// Span-reduced spectrum vs a dense SVD / eigendecomposition of the d × d matrix (double,
+// n <= 41): both are backward stable, so each singular value or eigenvalue moves by
+// O(n · eps · ‖M‖₂) ≈ 1e-14 ‖M‖₂; the bound is 100× that, relative to the largest one.
+inline constexpr double spectrum_double_rel = 1e-12;
+// Energies and effective ranks derived from those values (sums of squares, logs): the same
+// relative bound on the squared values, relative to the total.
+inline constexpr double spectrum_measure_rel = 1e-11;
+// A converted model at full rank vs the unconverted one, float32 logits: the factored scores
+// x̃ (B C)(Bᵀ x̃ᵀ) reassociate q·k through the 2·d_h span (rounding ~ d · 2^-24 per score),
+// the rest is the same arithmetic; relative to the logits' max magnitude, as model_f32_rel.
+inline constexpr double conversion_f32_rel = 1e-4;
+// The same in double: only summation order differs.
+inline constexpr double conversion_f64_rel = 1e-10;
+
 // ---- attention components: routing, filter, S–D and linear attention (issue #5, H1) ----
 // Low-rank routing scores against x_i S x_jᵀ in long double: first-order forward error of
 // the features (dot products of length d) and of the length-Rank score sum, each <= n·u of

@@ -1,0 +1,115 @@
+// Internals of attention_spectrum.hpp: the span reduction of a low-rank bilinear form and the
+// spectral measures of its parts (PAPERS §B1). Everything runs in double.
+#pragma once
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "nlb/core.hpp"
+
+namespace nlb::detail {
+
+/// A bilinear form M = F_q F_kᵀ (n × n, F_q and F_k n × w) written as M = B C Bᵀ with B
+/// (n × m) orthonormal columns spanning col([F_q F_k]) and C = (Bᵀ F_q)(Bᵀ F_k)ᵀ (m × m),
+/// m = min(n, 2w). Exact: B Bᵀ is the orthogonal projector onto a space holding every column of
+/// F_q and F_k, so B Bᵀ F_q = F_q and B Bᵀ F_k = F_k.
+struct SpanForm {
+  Eigen::MatrixXd basis;  // B [n, m]
+  Eigen::MatrixXd core;   // C [m, m]
+};
+
+/// Thin orthonormal basis of a space containing col(A) (A n × c): the first min(n, c) columns
+/// of Q from a Householder QR of A. When A is rank-deficient the basis is larger than col(A),
+/// which keeps the reduction exact (it only needs col(A) ⊆ col(B)). O(n c²).
+inline Eigen::MatrixXd orthonormal_span(const Eigen::MatrixXd& a) {
+  const Index n = a.rows(), m = std::min(a.rows(), a.cols());
+  if (m == 0)
+    return Eigen::MatrixXd(n, 0);
+  const Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
+  return qr.householderQ() * Eigen::MatrixXd::Identity(n, m);
+}
+
+/// The span form of F_q F_kᵀ. O(n w²).
+inline SpanForm span_form(const Eigen::MatrixXd& fq, const Eigen::MatrixXd& fk) {
+  check_dim("span_form: key factor rows (n)", fq.rows(), fk.rows());
+  check_dim("span_form: key factor cols (w)", fq.cols(), fk.cols());
+  Eigen::MatrixXd both(fq.rows(), fq.cols() + fk.cols());
+  both << fq, fk;
+  SpanForm s;
+  s.basis = orthonormal_span(both);
+  s.core = (s.basis.transpose() * fq) * (s.basis.transpose() * fk).transpose();
+  return s;
+}
+
+inline Eigen::MatrixXd symmetric_part(const Eigen::MatrixXd& c) {
+  return 0.5 * (c + c.transpose());
+}
+inline Eigen::MatrixXd skew_part(const Eigen::MatrixXd& c) {
+  return 0.5 * (c - c.transpose());
+}
+
+/// Smallest count p with Σ_{k<p} w_k ≥ fraction · Σ w (w sorted descending, ≥ 0); 0 for an
+/// all-zero w.
+inline Index count_for_fraction(const std::vector<double>& weights, double fraction) {
+  double total = 0;
+  for (double w : weights)
+    total += w;
+  if (!(total > 0))
+    return 0;
+  double sum = 0;
+  for (std::size_t k = 0; k < weights.size(); ++k) {
+    sum += weights[k];
+    if (sum >= fraction * total)
+      return static_cast<Index>(k + 1);
+  }
+  return static_cast<Index>(weights.size());
+}
+
+/// exp(H(p)) with p_k = w_k / Σ w (Shannon entropy, natural log; 0·log 0 = 0); 0 for an
+/// all-zero w.
+inline double entropy_effective_rank(const std::vector<double>& weights) {
+  double total = 0;
+  for (double w : weights)
+    total += w;
+  if (!(total > 0))
+    return 0.0;
+  double h = 0;
+  for (double w : weights) {
+    if (w > 0) {
+      const double p = w / total;
+      h -= p * std::log(p);
+    }
+  }
+  return std::exp(h);
+}
+
+/// Singular values of a real skew-symmetric matrix, one per rotation plane: its eigenvalues
+/// are ±iσ_k, so its singular values come in equal pairs (σ_1, σ_1, σ_2, σ_2, …). Returns
+/// (s_{2k} + s_{2k+1}) / 2 for k < ⌊m/2⌋, descending (an odd m leaves one zero singular value,
+/// dropped). JacobiSVD: O(m³), m ≤ 2·d_h.
+inline std::vector<double> skew_plane_values(const Eigen::MatrixXd& skew) {
+  const Eigen::JacobiSVD<Eigen::MatrixXd> svd(skew);
+  const Eigen::VectorXd s = svd.singularValues();
+  std::vector<double> planes;
+  for (Index k = 0; 2 * k + 1 < s.size(); ++k)
+    planes.push_back(0.5 * (s(2 * k) + s(2 * k + 1)));
+  return planes;
+}
+
+/// Eigenvalues of a real symmetric matrix, sorted by |λ| descending (ties: larger λ first).
+inline std::vector<double> symmetric_eigenvalues_by_magnitude(const Eigen::MatrixXd& sym) {
+  std::vector<double> values;
+  if (sym.rows() == 0)
+    return values;
+  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(sym, Eigen::EigenvaluesOnly);
+  for (Index i = 0; i < eig.eigenvalues().size(); ++i)
+    values.push_back(eig.eigenvalues()(i));
+  std::stable_sort(values.begin(), values.end(), [](double a, double b) {
+    return std::abs(a) > std::abs(b) || (std::abs(a) == std::abs(b) && a > b);
+  });
+  return values;
+}
+
+}  // namespace nlb::detail
