@@ -22,6 +22,8 @@ struct LayerNormWeights {
 /// A block over a residual stream x [T, d]:
 ///   sequential: x ← x + attn(ln1 x);  x ← x + mlp(ln2 x)
 ///   parallel:   x ← x + attn(ln1 x) + mlp(ln2 x)
+/// Without a pre-attention norm (attn_layer_norm false: S–D models trained without ln_1,
+/// PAPERS §B2) attention reads x itself, attn(x), and ln1 is unused (may be empty).
 /// AttnT: DenseAttention-like (forward(X, Y, ws, cache)); MlpT: anything with
 /// forward(X, Y) — Mlp, GatedMLP (hard routing) or MlpSlot — or a RidgeSurrogate (apply).
 template <class T, int D, class AttnT, class MlpT, class Backend = backend::cpu>
@@ -40,16 +42,19 @@ class Block {
   };
 
   Block(LayerNormWeights<T, D> ln1, AttnT attn, LayerNormWeights<T, D> ln2, MlpT mlp,
-        bool parallel_residual, T layer_norm_eps)
+        bool parallel_residual, T layer_norm_eps, bool attn_layer_norm = true)
       : ln1_(std::move(ln1)),
         attn_(std::move(attn)),
         ln2_(std::move(ln2)),
         mlp_(std::move(mlp)),
         parallel_(parallel_residual),
-        eps_(layer_norm_eps) {
+        eps_(layer_norm_eps),
+        attn_norm_(attn_layer_norm) {
     const Index d = attn_.features();
-    check_dim("Block: ln_1 size (d)", d, ln1_.gamma.size());
-    check_dim("Block: ln_1 bias size (d)", d, ln1_.beta.size());
+    if (attn_norm_) {
+      check_dim("Block: ln_1 size (d)", d, ln1_.gamma.size());
+      check_dim("Block: ln_1 bias size (d)", d, ln1_.beta.size());
+    }
     check_dim("Block: ln_2 size (d)", d, ln2_.gamma.size());
     check_dim("Block: ln_2 bias size (d)", d, ln2_.beta.size());
     check_dim("Block: MLP width (d)", d, mlp_.in_features());
@@ -61,10 +66,14 @@ class Block {
                Taps&& taps = {}, RouteCounts* counts = nullptr) const {
     const Index rows = x.rows(), d = x.cols();
     detail::fire(taps, Tap::block_input, layer, x);
-    ws.normed.resize(rows, d);
-    kernels::layer_norm_rows(Backend{}, x, ws.normed, ln1_.gamma, ln1_.beta, eps_);
     ws.attn_out.resize(rows, d);
-    attn_.forward(ws.normed, ws.attn_out, ws.attn, cache);
+    if (attn_norm_) {
+      ws.normed.resize(rows, d);
+      kernels::layer_norm_rows(Backend{}, x, ws.normed, ln1_.gamma, ln1_.beta, eps_);
+      attn_.forward(ws.normed, ws.attn_out, ws.attn, cache);
+    } else {
+      attn_.forward(x, ws.attn_out, ws.attn, cache);
+    }
     detail::fire(taps, Tap::attn_output, layer, ws.attn_out);
     ws.mlp_in.resize(rows, d);
     if (parallel_) {
@@ -92,6 +101,8 @@ class Block {
   const LayerNormWeights<T, D>& ln2() const { return ln2_; }
   bool parallel_residual() const { return parallel_; }
   T layer_norm_eps() const { return eps_; }
+  /// False when attention reads the raw residual stream (no ln_1).
+  bool attn_layer_norm() const { return attn_norm_; }
 
  private:
   void run_mlp(const Stream& in, Stream& out, RouteCounts* counts) const {
@@ -120,6 +131,7 @@ class Block {
   MlpT mlp_;
   bool parallel_ = false;
   T eps_ = T(1e-5);
+  bool attn_norm_ = true;
 };
 
 }  // namespace nlb

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nlb/attention/dense_attention.hpp"
+#include "nlb/model/attention_slot.hpp"
 #include "nlb/model/block.hpp"
 #include "nlb/model/config.hpp"
 #include "nlb/model/mlp_slot.hpp"
@@ -165,12 +166,13 @@ class BasicTransformer {
   Layers layers_;
 };
 
-/// The Dynamic-size block of a loaded model: dense attention and a run-time MLP slot.
+/// The Dynamic-size block of a loaded model: a run-time attention slot (dense, S–D or linear)
+/// and a run-time MLP slot.
 template <class T, class Backend = backend::cpu>
-using DynamicBlock =
-    Block<T, Dynamic, DenseAttention<T, Dynamic, Backend>, MlpSlot<T, Backend>, Backend>;
+using DynamicBlock = Block<T, Dynamic, AttentionSlot<T, Backend>, MlpSlot<T, Backend>, Backend>;
 
-/// A model read from a file: Dynamic sizes, per-layer MlpSlot (full, surrogate or gated).
+/// A model read from a file: Dynamic sizes, per-layer AttentionSlot (dense, S–D or linear)
+/// and MlpSlot (full, surrogate or gated).
 template <class T, class Backend = backend::cpu>
 using Transformer = BasicTransformer<T, Dynamic, std::vector<DynamicBlock<T, Backend>>, Backend>;
 

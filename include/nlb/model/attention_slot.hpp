@@ -1,0 +1,132 @@
+// What a loaded (Dynamic-size) model's layer runs as its attention: standard dense attention,
+// S–D attention with a diagonal or a scalar filter (PAPERS §B2), or ELU+1 linear attention
+// (PAPERS §B3), chosen at run time so tools can swap one layer and measure (DESIGN.md §3).
+// The attention counterpart of MlpSlot.
+#pragma once
+
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "nlb/attention/dense_attention.hpp"
+#include "nlb/attention/diagonal_filter.hpp"
+#include "nlb/attention/linear_attention.hpp"
+#include "nlb/attention/sd_attention.hpp"
+#include "nlb/attention/skew_routing.hpp"
+
+namespace nlb {
+
+namespace detail {
+// std::tuple of every alternative's Workspace type.
+template <class V>
+struct slot_workspaces;
+template <class... Kinds>
+struct slot_workspaces<std::variant<Kinds...>> {
+  using type = std::tuple<typename Kinds::Workspace...>;
+};
+}  // namespace detail
+
+/// A per-layer variant of the attention kinds, all of width d fixed at run time:
+///   Dense     DenseAttention<T, Dynamic>                       (GPT-2, GPT-NeoX)
+///   SDDiagonal SDAttention<SkewSymmetricRouting<T, Dynamic>, DiagonalFilter<T, Dynamic>>
+///   SDScalar   SDAttention<SkewSymmetricRouting<T, Dynamic>, ScalarFilter<T>>
+///   Linear    LinearAttention<T, Dynamic>                      (ELU+1, no KV cache)
+/// Implicitly constructible from each kind. forward() has DenseAttention's signature and
+/// dispatches with std::visit once per call (per layer and batch, never per token); its cost is
+/// the held kind's. The Workspace holds one workspace per kind (only the used one grows).
+template <class T, class Backend = backend::cpu>
+class AttentionSlot {
+ public:
+  using Scalar = T;
+  static constexpr int size = Dynamic;
+  using Input = Activations<T>;
+  using Output = Activations<T>;
+  using AnyInput = Activations<T>;
+  using AnyOutput = Activations<T>;
+
+  using Dense = DenseAttention<T, Dynamic, Backend>;
+  using Routing = SkewSymmetricRouting<T, Dynamic, Backend>;
+  using SDDiagonal = SDAttention<Routing, DiagonalFilter<T, Dynamic, Backend>, Backend>;
+  using SDScalar = SDAttention<Routing, ScalarFilter<T, Backend>, Backend>;
+  using Linear = LinearAttention<T, Dynamic, Backend>;
+  using Variant = std::variant<Dense, SDDiagonal, SDScalar, Linear>;
+
+  /// Scratch memory for forward(): one workspace per kind. Reuse it across calls.
+  struct Workspace {
+    typename detail::slot_workspaces<Variant>::type parts;
+  };
+
+  /// An empty Dense attention (width 0); assign a kind before use.
+  AttentionSlot() = default;
+  template <class Kind>
+  requires std::is_constructible_v<Variant, Kind&&> AttentionSlot(Kind&& kind)
+      : kind_(std::forward<Kind>(kind)) {}  // NOLINT: implicit by design
+
+  /// Y = this layer's attention(X), X, Y [T, d], with the held kind's KV-cache semantics
+  /// (Linear throws ArgumentError when given a cache). Shape errors as the held kind's.
+  void forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y, Workspace& ws,
+               KVCacheLayer<T>* cache = nullptr) const {
+    std::visit(
+        [&](const auto& attn) {
+          using Kind = std::decay_t<decltype(attn)>;
+          attn.forward(X, Y, std::get<typename Kind::Workspace>(ws.parts), cache);
+        },
+        kind_);
+  }
+
+  /// Width d.
+  Index features() const {
+    return std::visit([](const auto& attn) { return attn.features(); }, kind_);
+  }
+  Index heads() const {
+    return std::visit([](const auto& attn) { return attn.heads(); }, kind_);
+  }
+  Index head_dim() const {
+    return std::visit([](const auto& attn) { return attn.head_dim(); }, kind_);
+  }
+
+  /// "dense", "sd-diagonal", "sd-scalar" or "linear".
+  const char* kind_name() const {
+    return std::visit(
+        [](const auto& attn) -> const char* {
+          using Kind = std::decay_t<decltype(attn)>;
+          if constexpr (std::is_same_v<Kind, Dense>) {
+            return "dense";
+          } else if constexpr (std::is_same_v<Kind, SDDiagonal>) {
+            return "sd-diagonal";
+          } else if constexpr (std::is_same_v<Kind, SDScalar>) {
+            return "sd-scalar";
+          } else {
+            static_assert(std::is_same_v<Kind, Linear>, "AttentionSlot: name every kind");
+            return "linear";
+          }
+        },
+        kind_);
+  }
+
+  /// True when this slot holds `Kind`.
+  template <class Kind>
+  bool holds() const {
+    return std::holds_alternative<Kind>(kind_);
+  }
+  /// The held `Kind`; ArgumentError naming the kind held when it is another one.
+  template <class Kind>
+  const Kind& get() const {
+    const Kind* k = std::get_if<Kind>(&kind_);
+    if (k == nullptr) {
+      throw ArgumentError(detail::expected_found("AttentionSlot::get: attention kind",
+                                                 "the requested kind", kind_name()));
+    }
+    return *k;
+  }
+
+  const Variant& kind() const { return kind_; }
+  Variant& kind() { return kind_; }
+
+ private:
+  Variant kind_;
+};
+
+}  // namespace nlb
