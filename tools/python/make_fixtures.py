@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Writes the reference fixtures under tests/fixtures/ from the shipped models.
 
-Usage: /usr/bin/python3 tools/python/make_fixtures.py
+Usage: /usr/bin/python3 tools/python/make_fixtures.py [--only tiny-gpt2|tiny-neox|tiny-sd]
 
-For each of models/tiny-gpt2 and models/tiny-neox:
+For each of models/tiny-gpt2, models/tiny-neox and models/tiny-sd (S–D
+attention, nlb_reference/sd_model.py):
   tests/fixtures/<model>-reference.safetensors
       tokens [2, 128] I64: the first two eval-protocol windows of
           data/kjv-eval.txt (its bytes 0..255);
@@ -16,6 +17,15 @@ For each of models/tiny-gpt2 and models/tiny-neox:
   tests/fixtures/<model>-ppl.json
       eval-protocol PPL on data/kjv-eval.txt (first 8 windows, all windows)
       and data/jargon-eval.txt (all windows).
+And for tiny-sd only:
+  tests/fixtures/tiny-sd-variant/{config.json,model.safetensors}: a 2-layer
+      "nlb-sd" model derived from models/tiny-sd's first two layers that
+      exercises the other loader paths: ranks [16, 8] (layer 1's U, V keep
+      their first 4 columns), the scalar filter (θ_h = mean of the diagonal
+      θ_h) and a pre-attention LayerNorm ln_1 (γ_k = 1 + 0.1 sin k,
+      β_k = 0.05 cos k);
+  tests/fixtures/tiny-sd-variant-logits.safetensors: tokens, logits (F32)
+      and logits_f64 of that model on the same two windows.
 And for tiny-gpt2 only:
   tests/fixtures/tiny-gpt2-{f16,bf16}/{config.json,model.safetensors}: the
       weights rounded (to nearest even) to F16 / BF16;
@@ -28,6 +38,7 @@ safetensors file carries __metadata__ with the fixture version, the torch
 version, the command and the SHA-256 of the weights it was computed from.
 """
 
+import argparse
 import hashlib
 import json
 import os
@@ -37,7 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
-from nlb_reference import hf_layout, protocol, safetensors_io  # noqa: E402
+from nlb_reference import hf_layout, protocol, safetensors_io, sd_model  # noqa: E402
 from nlb_reference.data import read_tokens  # noqa: E402
 from nlb_reference.models import context_length  # noqa: E402
 
@@ -45,7 +56,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
 FIXTURE_VERSION = "1"
 COMMAND = "/usr/bin/python3 tools/python/make_fixtures.py"
-MODELS = ("tiny-gpt2", "tiny-neox")
+MODELS = ("tiny-gpt2", "tiny-neox", "tiny-sd")
 EVAL_TEXT = "data/kjv-eval.txt"
 CROSS_TEXT = "data/jargon-eval.txt"
 FIXTURE_WINDOWS = 2
@@ -80,10 +91,19 @@ def reference_outputs(model, tokens):
     return logits, loss, taps
 
 
+def load_any_model_dir(directory, dtype):
+    """(model, context) of a Hugging Face layout directory or an "nlb-sd" one."""
+    with open(os.path.join(directory, "config.json")) as f:
+        if json.load(f).get("model_type") == "nlb-sd":
+            model, config = sd_model.load_model_dir(directory, dtype=dtype)
+            return model, config.n_positions
+    model, config = hf_layout.load_model_dir(directory, dtype=dtype)
+    return model, context_length(config)
+
+
 def write_reference(name: str) -> None:
     model_dir = f"models/{name}"
-    model, config = hf_layout.load_model_dir(os.path.join(REPO, model_dir), dtype=torch.float64)
-    ctx = context_length(config)
+    model, ctx = load_any_model_dir(os.path.join(REPO, model_dir), dtype=torch.float64)
     tokens = protocol.windows(read_tokens(os.path.join(REPO, EVAL_TEXT)), ctx, FIXTURE_WINDOWS)
     logits, loss, taps = reference_outputs(model, tokens)
     tensors = {
@@ -124,6 +144,56 @@ def write_reference(name: str) -> None:
         f.write(json.dumps(ppl, indent=2) + "\n")
     summary = ", ".join(f"{r['text']}[{r['max_windows']}] ppl {r['ppl']:.6f}" for r in runs)
     print(f"{os.path.relpath(path, REPO)}: {summary}")
+
+
+def write_sd_variant() -> None:
+    source = os.path.join(REPO, "models", "tiny-sd")
+    base, config = sd_model.load_model_dir(source, dtype=torch.float32)
+    variant_config = sd_model.SDConfig(
+        vocab_size=config.vocab_size,
+        n_positions=config.n_positions,
+        n_embd=config.n_embd,
+        n_layer=2,
+        n_head=config.n_head,
+        ranks=[config.ranks[0], config.ranks[1] // 2],
+        filter_kind="scalar",
+        attn_layer_norm=True,
+        layer_norm_epsilon=config.layer_norm_epsilon,
+        activation_function=config.activation_function,
+    )
+    variant = sd_model.SDLMHeadModel(variant_config)
+    k = torch.arange(config.n_embd, dtype=torch.float64)
+    with torch.no_grad():
+        for name, p in variant.named_parameters():
+            if name.startswith("transformer.h."):
+                layer = int(name.split(".")[2])
+            if name.endswith("ln_1.weight"):
+                p.copy_(1.0 + 0.1 * torch.sin(k))
+            elif name.endswith("ln_1.bias"):
+                p.copy_(0.05 * torch.cos(k))
+            elif name.endswith("attn.theta"):
+                p.copy_(dict(base.named_parameters())[name].mean(dim=1))
+            elif name.endswith("attn.u") or name.endswith("attn.v"):
+                p.copy_(dict(base.named_parameters())[name][:, :, : variant_config.ranks[layer] // 2])
+            else:
+                p.copy_(dict(base.named_parameters())[name])
+    directory = os.path.join(FIXTURES, "tiny-sd-variant")
+    sd_model.save_model_dir(variant, directory)
+    rel_dir = os.path.relpath(directory, REPO)
+    model, ctx = load_any_model_dir(directory, dtype=torch.float64)
+    tokens = protocol.windows(read_tokens(os.path.join(REPO, EVAL_TEXT)), ctx, FIXTURE_WINDOWS)
+    with torch.no_grad():
+        logits = model(tokens)
+    meta = stamp(
+        rel_dir,
+        text=EVAL_TEXT,
+        windows=f"first {FIXTURE_WINDOWS} windows of {ctx} bytes",
+        derived_from="models/tiny-sd: layers 0-1, ranks [16, 8], scalar filter (mean theta), "
+        "ln_1 gamma = 1 + 0.1 sin k, beta = 0.05 cos k",
+    )
+    path = os.path.join(FIXTURES, "tiny-sd-variant-logits.safetensors")
+    safetensors_io.write(path, {"tokens": tokens, "logits": logits.float(), "logits_f64": logits}, meta)
+    print(f"{rel_dir}: {os.path.relpath(path, REPO)}: max |logit| {float(logits.abs().max()):.3f}")
 
 
 def write_rounded_copies(name: str = "tiny-gpt2") -> None:
@@ -167,9 +237,16 @@ def write_rounded_copies(name: str = "tiny-gpt2") -> None:
 def main():
     torch.set_num_threads(1)
     os.makedirs(FIXTURES, exist_ok=True)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=MODELS, help="write only this model's fixtures")
+    args = ap.parse_args()
     for name in MODELS:
-        write_reference(name)
-    write_rounded_copies("tiny-gpt2")
+        if args.only in (None, name):
+            write_reference(name)
+    if args.only in (None, "tiny-sd"):
+        write_sd_variant()
+    if args.only in (None, "tiny-gpt2"):
+        write_rounded_copies("tiny-gpt2")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,12 @@ and writes it as a Hugging Face model directory.
 Usage:
   /usr/bin/python3 tools/python/train.py --arch gpt2 --out models/tiny-gpt2
   /usr/bin/python3 tools/python/train.py --arch neox --out models/tiny-neox
+  /usr/bin/python3 tools/python/train.py --arch sd --out models/tiny-sd \
+      [--sd-ranks 16,16,16,16] [--sd-filter diagonal|scalar] [--sd-attn-layer-norm]
+
+--arch sd is the GPT-2 layout with S–D attention (nlb_reference/sd_model.py):
+per-layer routing ranks, a diagonal or scalar filter, and by default no
+pre-attention LayerNorm (ln_1); the filter parameters θ get no weight decay.
 
 Writes into --out: config.json, model.safetensors (F32), train_log.txt and
 metrics.json (eval-protocol perplexities on data/kjv-eval.txt and
@@ -28,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from nlb_reference import hf_layout, protocol  # noqa: E402
+from nlb_reference import hf_layout, protocol, sd_model  # noqa: E402
 from nlb_reference.data import read_tokens  # noqa: E402
 from nlb_reference.models import Gpt2Config, NeoXConfig, build_model, context_length  # noqa: E402
 
@@ -36,8 +42,8 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 ARCHS = {
     # 4 layers, d 128, 4 heads, context 128, byte vocabulary.
-    "gpt2": lambda: Gpt2Config(vocab_size=256, n_positions=128, n_embd=128, n_layer=4, n_head=4),
-    "neox": lambda: NeoXConfig(
+    "gpt2": lambda args: Gpt2Config(vocab_size=256, n_positions=128, n_embd=128, n_layer=4, n_head=4),
+    "neox": lambda args: NeoXConfig(
         vocab_size=256,
         max_position_embeddings=128,
         hidden_size=128,
@@ -47,6 +53,17 @@ ARCHS = {
         rotary_pct=0.25,
         rotary_emb_base=10000,
         use_parallel_residual=True,
+    ),
+    # GPT-2's layout with S–D attention; ranks, filter and ln_1 from the command line.
+    "sd": lambda args: sd_model.SDConfig(
+        vocab_size=256,
+        n_positions=128,
+        n_embd=128,
+        n_layer=4,
+        n_head=4,
+        ranks=[int(r) for r in args.sd_ranks.split(",")],
+        filter_kind=args.sd_filter,
+        attn_layer_norm=args.sd_attn_layer_norm,
     ),
 }
 
@@ -84,15 +101,21 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--val-windows", type=int, default=32, help="eval windows used for the logged val loss")
+    ap.add_argument("--sd-ranks", default="16,16,16,16", help="--arch sd: routing rank (even) of each layer")
+    ap.add_argument("--sd-filter", choices=sd_model.FILTER_KINDS, default="diagonal", help="--arch sd: filter D")
+    ap.add_argument(
+        "--sd-attn-layer-norm", action="store_true", help="--arch sd: keep the pre-attention LayerNorm ln_1"
+    )
     ap.add_argument("--no-metrics", action="store_true", help="write only the model (used by self_check.py)")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(args.seed)
-    config = ARCHS[args.arch]()
-    ctx = context_length(config)
-    model = build_model(config)
+    config = ARCHS[args.arch](args)
+    is_sd = args.arch == "sd"
+    ctx = config.n_positions if is_sd else context_length(config)
+    model = sd_model.SDLMHeadModel(config) if is_sd else build_model(config)
     init_gen = torch.Generator().manual_seed(args.seed)
     model.init_weights(init_gen)
 
@@ -100,11 +123,16 @@ def main():
     eval_tokens = read_tokens(args.eval_text)
     val_windows = protocol.windows(eval_tokens, ctx, args.val_windows)
 
-    # Weight decay on matrices and embeddings only, not on biases or LayerNorm.
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    # Weight decay on matrices and embeddings only, not on biases or LayerNorm
+    # (nor, for --arch sd, on the filter θ).
+    if is_sd:
+        groups = model.parameter_groups(args.weight_decay)
+    else:
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in model.parameters() if p.dim() < 2]
+        groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        groups,
         lr=args.lr,
         betas=(0.9, 0.95),
         eps=1e-8,
@@ -117,7 +145,13 @@ def main():
         f"# {args.arch}: {sum(p.numel() for p in model.parameters())} parameters; "
         f"steps {args.steps}, batch {args.batch} x {ctx + 1} bytes, AdamW lr {args.lr} "
         f"(warm-up {args.warmup}, cosine to 10%), betas (0.9, 0.95), weight decay {args.weight_decay}, "
-        f"grad clip 1.0, seed {args.seed}, threads {args.threads}, torch {torch.__version__}",
+        f"grad clip 1.0, seed {args.seed}, threads {args.threads}, torch {torch.__version__}"
+        + (
+            f"; S–D ranks {config.ranks}, filter {config.filter_kind}, ln_1 {config.attn_layer_norm}, "
+            f"theta init {config.theta_init}"
+            if is_sd
+            else ""
+        ),
         f"# train split: {os.path.relpath(args.train, REPO)} ({train_tokens.numel()} bytes); val loss: first "
         f"{val_windows.shape[0]} windows of {os.path.relpath(args.eval_text, REPO)} (float32, eval protocol)",
         "# step  train_loss  val_loss  lr  elapsed_s",
@@ -154,12 +188,12 @@ def main():
     train_seconds = time.time() - start
 
     model.eval()
-    hf_layout.save_model_dir(model, args.out)
+    (sd_model if is_sd else hf_layout).save_model_dir(model, args.out)
     if args.no_metrics:
         return
     # Metrics from the written file, in float64, so that they describe the
     # shipped weights exactly.
-    shipped, _ = hf_layout.load_model_dir(args.out, dtype=torch.float64)
+    shipped, _ = (sd_model if is_sd else hf_layout).load_model_dir(args.out, dtype=torch.float64)
     metrics = {
         "arch": args.arch,
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -170,6 +204,12 @@ def main():
             "text": os.path.relpath(args.cross_text, REPO),
             **protocol.evaluate(shipped, read_tokens(args.cross_text), ctx),
         },
+        **(
+            {"sd": {"ranks": config.ranks, "filter": config.filter_kind, "attn_layer_norm": config.attn_layer_norm,
+                    "theta_init": config.theta_init}}
+            if is_sd
+            else {}
+        ),
         "training": {
             "steps": args.steps,
             "batch": args.batch,
