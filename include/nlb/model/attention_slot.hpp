@@ -12,6 +12,7 @@
 
 #include "nlb/attention/dense_attention.hpp"
 #include "nlb/attention/diagonal_filter.hpp"
+#include "nlb/attention/factored_attention.hpp"
 #include "nlb/attention/linear_attention.hpp"
 #include "nlb/attention/sd_attention.hpp"
 #include "nlb/attention/skew_routing.hpp"
@@ -33,6 +34,8 @@ struct slot_workspaces<std::variant<Kinds...>> {
 ///   SDDiagonal SDAttention<SkewSymmetricRouting<T, Dynamic>, DiagonalFilter<T, Dynamic>>
 ///   SDScalar   SDAttention<SkewSymmetricRouting<T, Dynamic>, ScalarFilter<T>>
 ///   Linear    LinearAttention<T, Dynamic>                      (ELU+1, no KV cache)
+///   Factored  FactoredAttention<T, Dynamic>   (general low-rank score form: converted heads,
+///             analysis/attention_conversions.hpp)
 /// Implicitly constructible from each kind. forward() has DenseAttention's signature and
 /// dispatches with std::visit once per call (per layer and batch, never per token); its cost is
 /// the held kind's. The Workspace holds one workspace per kind (only the used one grows).
@@ -51,7 +54,8 @@ class AttentionSlot {
   using SDDiagonal = SDAttention<Routing, DiagonalFilter<T, Dynamic, Backend>, Backend>;
   using SDScalar = SDAttention<Routing, ScalarFilter<T, Backend>, Backend>;
   using Linear = LinearAttention<T, Dynamic, Backend>;
-  using Variant = std::variant<Dense, SDDiagonal, SDScalar, Linear>;
+  using Factored = FactoredAttention<T, Dynamic, Backend>;
+  using Variant = std::variant<Dense, SDDiagonal, SDScalar, Linear, Factored>;
 
   /// Scratch memory for forward(): one workspace per kind. Reuse it across calls.
   struct Workspace {
@@ -87,7 +91,7 @@ class AttentionSlot {
     return std::visit([](const auto& attn) { return attn.head_dim(); }, kind_);
   }
 
-  /// "dense", "sd-diagonal", "sd-scalar" or "linear".
+  /// "dense", "sd-diagonal", "sd-scalar", "linear" or "factored".
   const char* kind_name() const {
     return std::visit(
         [](const auto& attn) -> const char* {
@@ -98,6 +102,8 @@ class AttentionSlot {
             return "sd-diagonal";
           } else if constexpr (std::is_same_v<Kind, SDScalar>) {
             return "sd-scalar";
+          } else if constexpr (std::is_same_v<Kind, Factored>) {
+            return "factored";
           } else {
             static_assert(std::is_same_v<Kind, Linear>, "AttentionSlot: name every kind");
             return "linear";
