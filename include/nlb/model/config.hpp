@@ -11,11 +11,15 @@
 
 namespace nlb {
 
-/// The two model families of the papers (PAPERS §A, §B).
+/// The two model families of the papers (PAPERS §A, §B), and GPT-2 with S–D attention.
 enum class Architecture {
-  gpt2,     // sequential residual, learned positions, tanh GELU, tied unembedding
-  gpt_neox  // parallel residual (usually), partial rotary, exact GELU, separate unembedding
+  gpt2,      // sequential residual, learned positions, tanh GELU, tied unembedding
+  gpt_neox,  // parallel residual (usually), partial rotary, exact GELU, separate unembedding
+  nlb_sd     // "nlb-sd": GPT-2's layout with S–D attention (PAPERS §B2; nlb/model/sd_loader.hpp)
 };
+
+/// The filter D of an S–D model's attention: diag(softplus θ_h) or softplus(θ_h)·I per head.
+enum class SDFilterKind { diagonal, scalar };
 
 /// Which GELU the MLP uses.
 enum class ActivationKind { gelu_tanh, gelu_erf };
@@ -47,6 +51,10 @@ struct ModelConfig {
   double rotary_base = 10000.0;
   bool tied_embeddings = true;  // unembedding = token embedding (GPT-2)
   bool attention_bias = true;   // q/k/v and output projections have biases
+  // S–D models (Architecture::nlb_sd) only:
+  bool attn_layer_norm = true;  // pre-attention LayerNorm ln_1 present (false: raw stream)
+  std::vector<Index> sd_ranks;  // routing rank (even) of each layer; empty otherwise
+  SDFilterKind sd_filter = SDFilterKind::diagonal;
   // Linearized models (docs/linearize.md): each layer's MLP kind; empty = every layer full.
   std::vector<MlpKind> mlp_kinds;
 
@@ -117,6 +125,44 @@ inline ActivationKind config_activation(const std::string& file, const std::stri
                                    "\"" + name + "\""));
 }
 
+// The S–D keys of an "nlb-sd" config (after the GPT-2 keys, so n_layers is known).
+inline void parse_sd_keys(const nlohmann::json& j, const std::string& file, ModelConfig& c) {
+  const auto& ranks = config_key(j, file, "sd_ranks");
+  if (!ranks.is_array() || static_cast<Index>(ranks.size()) != c.n_layers) {
+    throw FormatError(expected_found(
+        file + ": config key \"sd_ranks\"",
+        "an array of n_layer = " + std::to_string(c.n_layers) + " ranks", ranks.dump()));
+  }
+  for (const auto& r : ranks) {
+    if (!r.is_number_integer() || r.get<long long>() <= 0 || r.get<long long>() % 2 != 0 ||
+        r.get<long long>() > c.d_model) {
+      throw FormatError(expected_found(
+          file + ": config key \"sd_ranks\" entry",
+          "a positive even integer <= n_embd = " + std::to_string(c.d_model), r.dump()));
+    }
+    c.sd_ranks.push_back(static_cast<Index>(r.get<long long>()));
+  }
+  const auto& filter = config_key(j, file, "sd_filter");
+  if (filter == "diagonal") {
+    c.sd_filter = SDFilterKind::diagonal;
+  } else if (filter == "scalar") {
+    c.sd_filter = SDFilterKind::scalar;
+  } else {
+    throw FormatError(expected_found(file + ": config key \"sd_filter\"",
+                                     "\"diagonal\" or \"scalar\"", filter.dump()));
+  }
+  const auto& norm = config_key(j, file, "sd_attn_layer_norm");
+  if (!norm.is_boolean()) {
+    throw FormatError(
+        expected_found(file + ": config key \"sd_attn_layer_norm\"", "a boolean", norm.dump()));
+  }
+  c.attn_layer_norm = norm.get<bool>();
+  if (!config_optional<bool>(j, file, "tie_word_embeddings", true)) {
+    throw FormatError(expected_found(file + ": config key \"tie_word_embeddings\"",
+                                     "true (nlb-sd models tie the unembedding)", "false"));
+  }
+}
+
 // The optional "nlb_mlp_kinds" key (after n_layers is known): an array of n_layers strings,
 // each "full", "linear" or "gated". Absent or null: every layer full.
 inline std::vector<MlpKind> parse_mlp_kinds(const nlohmann::json& j, const std::string& file,
@@ -150,9 +196,11 @@ inline std::vector<MlpKind> parse_mlp_kinds(const nlohmann::json& j, const std::
 
 }  // namespace detail
 
-/// Parses a Hugging Face config.json for model_type "gpt2" or "gpt_neox".
+/// Parses a Hugging Face config.json for model_type "gpt2", "gpt_neox" or "nlb-sd".
 /// GPT-2 keys: n_embd, n_layer, n_head, n_positions (or n_ctx), vocab_size, layer_norm_epsilon,
-/// activation_function, n_inner (null = 4·n_embd). GPT-NeoX keys: hidden_size,
+/// activation_function, n_inner (null = 4·n_embd). "nlb-sd" (docs/model_files.md): the GPT-2
+/// keys plus sd_ranks (n_layer positive even integers), sd_filter ("diagonal" or "scalar") and
+/// sd_attn_layer_norm (bool); the unembedding is tied. GPT-NeoX keys: hidden_size,
 /// num_hidden_layers, num_attention_heads, intermediate_size, max_position_embeddings,
 /// vocab_size, layer_norm_eps, hidden_act, rotary_pct, rotary_emb_base (or rope_theta),
 /// use_parallel_residual, tie_word_embeddings, attention_bias. Any model type may carry
@@ -164,8 +212,8 @@ inline ModelConfig parse_hf_config(const nlohmann::json& j, const std::string& f
     throw FormatError(file + ": config is not a JSON object");
   const auto model_type = detail::config_optional<std::string>(j, file, "model_type", "");
   ModelConfig c;
-  if (model_type == "gpt2") {
-    c.architecture = Architecture::gpt2;
+  if (model_type == "gpt2" || model_type == "nlb-sd") {
+    c.architecture = model_type == "gpt2" ? Architecture::gpt2 : Architecture::nlb_sd;
     c.d_model = detail::config_size(j, file, "n_embd");
     c.n_layers = detail::config_size(j, file, "n_layer");
     c.n_heads = detail::config_size(j, file, "n_head");
@@ -180,6 +228,8 @@ inline ModelConfig parse_hf_config(const nlohmann::json& j, const std::string& f
     c.parallel_residual = false;
     c.tied_embeddings = detail::config_optional<bool>(j, file, "tie_word_embeddings", true);
     c.attention_bias = true;
+    if (c.architecture == Architecture::nlb_sd)
+      detail::parse_sd_keys(j, file, c);
   } else if (model_type == "gpt_neox") {
     c.architecture = Architecture::gpt_neox;
     c.d_model = detail::config_size(j, file, "hidden_size");
@@ -200,7 +250,8 @@ inline ModelConfig parse_hf_config(const nlohmann::json& j, const std::string& f
     c.attention_bias = detail::config_optional<bool>(j, file, "attention_bias", true);
   } else {
     throw FormatError(detail::expected_found(file + ": config key \"model_type\"",
-                                             "\"gpt2\" or \"gpt_neox\"", "\"" + model_type + "\""));
+                                             "\"gpt2\", \"gpt_neox\" or \"nlb-sd\"",
+                                             "\"" + model_type + "\""));
   }
   c.mlp_kinds = detail::parse_mlp_kinds(j, file, c.n_layers);
   if (c.d_model % c.n_heads != 0) {

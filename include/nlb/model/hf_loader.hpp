@@ -316,6 +316,11 @@ ModelWeights<T> load_model_weights(const std::filesystem::path& dir) {
     throw FormatError(dir.string() + ": not a model directory");
   }
   const ModelConfig config = read_hf_config(dir / "config.json");
+  if (config.architecture == Architecture::nlb_sd) {
+    throw ArgumentError(detail::expected_found(
+        "load_model_weights: " + dir.string(), "a GPT-2 or GPT-NeoX model (dense attention)",
+        "an \"nlb-sd\" model (S–D attention; load it with load_model)"));
+  }
   detail::TensorSource src(dir);
   ModelWeights<T> w = config.architecture == Architecture::gpt2
                           ? detail::read_gpt2<T>(src, config)
@@ -324,10 +329,22 @@ ModelWeights<T> load_model_weights(const std::filesystem::path& dir) {
   return w;
 }
 
-/// Loads a model directory as a Dynamic-size Transformer (each layer's MlpSlot holds its Mlp).
+/// An "nlb-sd" (S–D attention) model directory as a Transformer; defined in sd_loader.hpp.
+template <class T, class Backend = backend::cpu>
+Transformer<T, Backend> load_sd_model(const std::filesystem::path& dir);
+
+/// Loads a model directory as a Dynamic-size Transformer (each layer's MlpSlot holds its Mlp,
+/// its AttentionSlot the dense attention; for model_type "nlb-sd", load_sd_model's S–D
+/// attention).
 template <class T, class Backend = backend::cpu>
 Transformer<T, Backend> load_model(const std::filesystem::path& dir) {
+  if (std::filesystem::is_directory(dir) &&
+      read_hf_config(dir / "config.json").architecture == Architecture::nlb_sd) {
+    return load_sd_model<T, Backend>(dir);
+  }
   return make_transformer<T, Backend>(load_model_weights<T>(dir));
 }
 
 }  // namespace nlb
+
+#include "nlb/model/sd_loader.hpp"  // load_sd_model's definition (it needs this file's helpers)
