@@ -1,0 +1,461 @@
+// The MLP budget pipeline of PAPERS §A (issue 4): surrogates, per-layer all-linear cost, gates,
+// probes, joint gating with measured savings. Each stage is a function of explicit token spans,
+// so which data a stage reads is visible in its signature (split discipline, PAPERS §A7).
+//
+//   fit_surrogates      fit tokens   → per-layer RidgeSurrogate + R²              (stage 2)
+//   run_label_stage     label tokens → δ, gates + held-out AUC, probes, joint thresholds
+//                                                                         (stages 4, 5, 6)
+//   run_eval_stage      eval tokens  → baseline PPL, per-layer all-linear and gated Δ%, all
+//                                      layers linear, joint Δ% per budget (stages 1, 3, 4, 6)
+//   run_no_fly          eval + cross tokens → per-token δ lists compared    (stage 5)
+//   time_joint          eval tokens  → wall-clock dense vs gated                 (stage 6)
+//   run_budget          all of the above → BudgetReport
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nlb/analysis/bootstrap.hpp"
+#include "nlb/analysis/budget_protocol.hpp"
+#include "nlb/analysis/flops.hpp"
+#include "nlb/analysis/gate_training.hpp"
+#include "nlb/analysis/joint_gating.hpp"
+#include "nlb/analysis/mlp_variants.hpp"
+#include "nlb/analysis/probes.hpp"
+#include "nlb/analysis/tap_collection.hpp"
+#include "nlb/mlp/ridge_surrogate.hpp"
+#include "nlb/model/transformer.hpp"
+
+namespace nlb {
+
+/// Stage hooks for progress reporting: begin(stage name), counter(done, total) while a stage
+/// runs, end(stage name, seconds). Any may be empty.
+struct BudgetObserver {
+  std::function<void(const std::string&)> begin;
+  std::function<void(long long, long long)> counter;
+  std::function<void(const std::string&, double)> end;
+};
+
+namespace detail {
+// Runs f() as a named stage: begin/end hooks and the stage's wall-clock seconds in `times`.
+template <class F>
+auto budget_stage(const BudgetObserver& obs, std::vector<std::pair<std::string, double>>& times,
+                  const std::string& name, F&& f) {
+  if (obs.begin)
+    obs.begin(name);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto finish = [&] {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    times.emplace_back(name, s);
+    if (obs.end)
+      obs.end(name, s);
+  };
+  if constexpr (std::is_void_v<decltype(f())>) {
+    f();
+    finish();
+  } else {
+    auto r = f();
+    finish();
+    return r;
+  }
+}
+
+inline std::function<void(Index, Index)> counter_of(const BudgetObserver& obs) {
+  if (!obs.counter)
+    return {};
+  return [&obs](Index done, Index total) { obs.counter(done, total); };
+}
+
+inline double ppl_of(std::span<const double> losses) {
+  double s = 0;
+  for (double v : losses)
+    s += v;
+  return std::exp(s / static_cast<double>(losses.size()));
+}
+}  // namespace detail
+
+// ---- stage 2 ------------------------------------------------------------------------------
+
+/// The per-layer surrogates and their fits.
+template <class T, class Backend = backend::cpu>
+struct SurrogateFit {
+  std::vector<RidgeSurrogate<T, Dynamic, Dynamic, Backend>> surrogates;  // [layers]
+  std::vector<RidgeFitReport> reports;                                   // [layers]
+};
+
+/// Stage 2 (PAPERS §A1): RidgeStats on the MLP taps of the first protocol.fit_tokens positions
+/// of `fit_tokens` (collect_ridge_stats), fitted with protocol.lambda in double, applied in T.
+/// Throws ArgumentError (too few tokens, naming `what`), FormatError (taps missing).
+template <class T, class Backend>
+SurrogateFit<T, Backend> fit_surrogates(const Transformer<T, Backend>& model,
+                                        std::span<const std::int32_t> fit_tokens,
+                                        const BudgetProtocol& protocol,
+                                        const std::string& what = "fit tokens",
+                                        const std::function<void(Index, Index)>& progress = {}) {
+  require_windows(what, fit_tokens, protocol.fit_windows(), protocol.context,
+                  std::to_string(protocol.fit_tokens) + " fit positions");
+  const auto stats =
+      collect_ridge_stats(model, fit_tokens, protocol.context, protocol.fit_tokens, progress);
+  SurrogateFit<T, Backend> out;
+  for (const auto& s : stats) {
+    RidgeSurrogate<T, Dynamic, Dynamic, Backend> r;
+    out.reports.push_back(r.fit(s, protocol.lambda));
+    out.surrogates.push_back(std::move(r));
+  }
+  return out;
+}
+
+// ---- stages 4, 5, 6 on the label set ---------------------------------------------------------
+
+/// Everything computed from the label tokens.
+template <class T, class Backend = backend::cpu>
+struct LabelStage {
+  Index positions = 0;  // N label positions
+  Index windows = 0;
+  double baseline_ppl = 0;                 // unmodified model on the N label positions
+  std::vector<double> base_losses;         // [N] unmodified model's losses
+  std::vector<double> all_linear_ppl;      // [layers] one layer linear, label positions
+  std::vector<std::vector<double>> delta;  // [layers][N] δ = L_lin − L_full
+  std::vector<TrainedGate<T>> gates;       // [layers] fitted on the first positions
+  std::vector<ProbeAucs> probes;           // [layers] (PAPERS §A4)
+  JointCalibration calibration;            // the greedy path (PAPERS §A7)
+  std::vector<JointState> joint;           // [budgets] the chosen states
+  /// The gates alone (threshold 0), for building variants.
+  std::vector<HyperplaneGate<T, Dynamic, Backend>> plain_gates() const {
+    std::vector<HyperplaneGate<T, Dynamic, Backend>> g;
+    for (const auto& t : gates)
+      g.push_back(t.gate);
+    return g;
+  }
+};
+
+/// Stages 4–6 on the label set: δ per position per layer (one layer linear vs the unmodified
+/// model, PAPERS §A3), gate per layer trained on the first label_train_positions() with
+/// held-out AUC, the probes on e and c = x − e (§A4), and the joint calibration for every
+/// budget (§A7). Reads only `label_tokens` (and the surrogates). Throws ArgumentError naming
+/// `what` when there are too few tokens.
+template <class T, class Backend>
+LabelStage<T, Backend> run_label_stage(Transformer<T, Backend>& model,
+                                       const SurrogateFit<T, Backend>& fit,
+                                       std::span<const std::int32_t> label_tokens,
+                                       const BudgetProtocol& protocol, const BudgetObserver& obs,
+                                       std::vector<std::pair<std::string, double>>& times,
+                                       const std::string& what = "label tokens") {
+  const Index layers = model.layer_count();
+  const Index n = protocol.label_tokens;
+  const Index ctx = protocol.context;
+  LabelStage<T, Backend> out;
+  out.positions = n;
+  out.windows = protocol.label_windows();
+  require_windows(what, label_tokens, out.windows, ctx, std::to_string(n) + " label positions");
+  LabelTapCollector<T> taps(layers, model.config().d_model, ctx, n);
+  detail::budget_stage(obs, times, "label: delta per position", [&] {
+    std::vector<MlpVariant<T, Backend>> variants;
+    for (Index l = 0; l < layers; ++l) {
+      MlpVariant<T, Backend> v;
+      v.replace.emplace_back(l, linear_slot(fit.surrogates[static_cast<std::size_t>(l)]));
+      variants.push_back(std::move(v));
+    }
+    const VariantLosses r = measure_variants(model, label_tokens, out.windows, ctx, variants, true,
+                                             taps, detail::counter_of(obs));
+    taps.check();
+    const std::span<const double> base(r.base.data(), static_cast<std::size_t>(n));
+    out.baseline_ppl = detail::ppl_of(base);
+    out.base_losses.assign(base.begin(), base.end());
+    for (Index l = 0; l < layers; ++l) {
+      const auto& lin = r.variant[static_cast<std::size_t>(l)];
+      out.all_linear_ppl.push_back(
+          detail::ppl_of(std::span<const double>(lin.data(), static_cast<std::size_t>(n))));
+      out.delta.push_back(loss_delta(lin, r.base, n));
+    }
+  });
+  const auto& acts = taps.activations();
+  const Index n_train = protocol.label_train_positions();
+  detail::budget_stage(obs, times, "label: gates and probes", [&] {
+    for (Index l = 0; l < layers; ++l) {
+      const auto ls = static_cast<std::size_t>(l);
+      out.gates.push_back(train_gate<T>(acts.x[ls], out.delta[ls], n_train));
+      out.probes.push_back(
+          probe_aucs<T>(acts.x[ls], acts.e, out.delta[ls], n_train, out.gates.back().holdout_auc));
+      if (obs.counter)
+        obs.counter(l + 1, layers);
+    }
+  });
+  detail::budget_stage(obs, times, "label: joint calibration", [&] {
+    const auto steps = static_cast<Index>(std::llround(1.0 / protocol.calibration_step));
+    const auto gates = out.plain_gates();
+    const auto thresholds = fraction_thresholds(gates, acts.x, steps);
+    double max_budget = 0;
+    for (double b : protocol.budgets_pct)
+      max_budget = std::max(max_budget, b);
+    out.calibration =
+        calibrate_joint(model, label_tokens, out.windows, ctx, out.base_losses, fit.surrogates,
+                        gates, thresholds, max_budget, [&](Index step, double) {
+                          if (obs.counter)
+                            obs.counter(step, steps * layers);
+                        });
+    for (double b : protocol.budgets_pct)
+      out.joint.push_back(out.calibration.for_budget(b));
+  });
+  return out;
+}
+
+// ---- stages 1, 3, 4, 6 on the eval set -------------------------------------------------------
+
+/// Per-layer eval results.
+struct EvalLayer {
+  double all_linear_ppl = 0;
+  Interval all_linear_delta_pct;
+  double gate_ppl = std::numeric_limits<double>::quiet_NaN();
+  Interval gate_delta_pct{std::numeric_limits<double>::quiet_NaN(),
+                          std::numeric_limits<double>::quiet_NaN(),
+                          std::numeric_limits<double>::quiet_NaN()};
+  double gate_linear_fraction = std::numeric_limits<double>::quiet_NaN();
+};
+
+/// Joint gating measured on the eval set for one budget.
+struct EvalJoint {
+  double budget_pct = 0;
+  double ppl = 0;
+  Interval delta_pct;
+  double linear_fraction = 0;                 // share of all MLP rows routed linear
+  std::vector<double> layer_linear_fraction;  // [layers]
+  FlopSaving flops;
+};
+
+/// Everything computed from the eval tokens.
+struct EvalStage {
+  Index windows = 0;
+  Index predicted_tokens = 0;
+  double baseline_ppl = 0;
+  std::vector<EvalLayer> layers;
+  double all_layers_linear_ppl = 0;
+  Interval all_layers_linear_delta_pct;
+  std::vector<EvalJoint> joint;            // [budgets]; empty without a label stage
+  std::vector<std::vector<double>> delta;  // [layers][positions] δ on the eval set
+};
+
+/// Stages 1, 3 (and 4, 6 when `label` is given) in one pass over every full eval window: the
+/// unmodified model, each layer linear, all layers linear, each layer gated alone (threshold 0),
+/// and each budget's joint gating; the unmodified prefix of a window is computed once.
+/// Δ% intervals: bootstrap_delta_pct with the protocol's resamples and seed (each quantity
+/// its own stream: seed + index). Reads only `eval_tokens`. Throws ArgumentError naming `what`
+/// when no full window fits.
+template <class T, class Backend>
+EvalStage run_eval_stage(Transformer<T, Backend>& model, const SurrogateFit<T, Backend>& fit,
+                         const LabelStage<T, Backend>* label,
+                         std::span<const std::int32_t> eval_tokens, const BudgetProtocol& protocol,
+                         const std::function<void(Index, Index)>& progress = {},
+                         const std::string& what = "eval tokens") {
+  const Index layers = model.layer_count();
+  const Index ctx = protocol.context;
+  EvalStage out;
+  out.windows = static_cast<Index>(eval_tokens.size()) / ctx;
+  require_windows(what, eval_tokens, std::max<Index>(out.windows, 1), ctx, "one eval window");
+  out.predicted_tokens = out.windows * (ctx - 1);
+  std::vector<MlpVariant<T, Backend>> variants;
+  for (Index l = 0; l < layers; ++l) {
+    MlpVariant<T, Backend> v;
+    v.replace.emplace_back(l, linear_slot(fit.surrogates[static_cast<std::size_t>(l)]));
+    variants.push_back(std::move(v));
+  }
+  {
+    MlpVariant<T, Backend> all;
+    for (Index l = 0; l < layers; ++l)
+      all.replace.emplace_back(l, linear_slot(fit.surrogates[static_cast<std::size_t>(l)]));
+    variants.push_back(std::move(all));
+  }
+  if (label) {
+    for (Index l = 0; l < layers; ++l) {
+      const auto ls = static_cast<std::size_t>(l);
+      MlpVariant<T, Backend> v;
+      v.replace.emplace_back(
+          l, gated_slot(model.layers()[ls].mlp(), fit.surrogates[ls], label->gates[ls].gate));
+      variants.push_back(std::move(v));
+    }
+    const auto gates = label->plain_gates();
+    for (const auto& state : label->joint)
+      variants.push_back(joint_variant(model, fit.surrogates, gates, state));
+  }
+  const VariantLosses r =
+      measure_variants(model, eval_tokens, out.windows, ctx, variants, true, NoTaps{}, progress);
+  std::vector<double> base_sums(static_cast<std::size_t>(out.windows));
+  for (Index w = 0; w < out.windows; ++w)
+    base_sums[static_cast<std::size_t>(w)] = r.window_sum(r.base, w);
+  auto interval = [&](std::size_t v) {
+    std::vector<double> sums(static_cast<std::size_t>(out.windows));
+    for (Index w = 0; w < out.windows; ++w)
+      sums[static_cast<std::size_t>(w)] = r.window_sum(r.variant[v], w);
+    return bootstrap_delta_pct(base_sums, sums, ctx - 1, protocol.bootstrap_resamples,
+                               protocol.seed + v);
+  };
+  auto rows_linear = [&](std::size_t v, Index l) {
+    return static_cast<double>(r.counts[v][static_cast<std::size_t>(l)].linear) /
+           static_cast<double>(out.windows * ctx);
+  };
+  out.baseline_ppl = detail::ppl_of(r.base);
+  out.layers.resize(static_cast<std::size_t>(layers));
+  for (Index l = 0; l < layers; ++l) {
+    const auto ls = static_cast<std::size_t>(l);
+    out.layers[ls].all_linear_ppl = detail::ppl_of(r.variant[ls]);
+    out.layers[ls].all_linear_delta_pct = interval(ls);
+    out.delta.push_back(loss_delta(r.variant[ls], r.base, out.predicted_tokens));
+  }
+  const auto all = static_cast<std::size_t>(layers);
+  out.all_layers_linear_ppl = detail::ppl_of(r.variant[all]);
+  out.all_layers_linear_delta_pct = interval(all);
+  if (label) {
+    for (Index l = 0; l < layers; ++l) {
+      const std::size_t v = all + 1 + static_cast<std::size_t>(l);
+      auto& e = out.layers[static_cast<std::size_t>(l)];
+      e.gate_ppl = detail::ppl_of(r.variant[v]);
+      e.gate_delta_pct = interval(v);
+      e.gate_linear_fraction = rows_linear(v, l);
+    }
+    const auto& cfg = model.config();
+    const flops::TransformerShape shape{
+        static_cast<double>(cfg.d_model), static_cast<double>(cfg.d_hidden),
+        static_cast<double>(layers), 0.5 * static_cast<double>(ctx + 1),
+        static_cast<double>(cfg.vocab_size)};
+    for (std::size_t b = 0; b < label->joint.size(); ++b) {
+      const std::size_t v = all + 1 + static_cast<std::size_t>(layers) + b;
+      EvalJoint j;
+      j.budget_pct = protocol.budgets_pct[b];
+      j.ppl = detail::ppl_of(r.variant[v]);
+      j.delta_pct = interval(v);
+      std::vector<bool> gated_flags(static_cast<std::size_t>(layers));
+      double linear = 0;
+      for (Index l = 0; l < layers; ++l) {
+        j.layer_linear_fraction.push_back(rows_linear(v, l));
+        linear += j.layer_linear_fraction.back();
+        gated_flags[static_cast<std::size_t>(l)] =
+            label->joint[b].fractions[static_cast<std::size_t>(l)] > 0.0;
+      }
+      j.linear_fraction = linear / static_cast<double>(layers);
+      j.flops = flop_saving(shape, j.layer_linear_fraction, gated_flags);
+      out.joint.push_back(std::move(j));
+    }
+  }
+  return out;
+}
+
+// ---- stage 5: no-fly lists --------------------------------------------------------------------
+
+/// Per layer, the no-fly comparison of the eval file (δ from run_eval_stage) and the cross file.
+struct NoFlyStage {
+  Index cross_windows = 0;
+  double cross_baseline_ppl = 0;
+  std::vector<NoFlyComparison> layers;  // [layers]: a = eval file, b = cross file
+};
+
+/// δ per position on every full window of `cross_tokens` (each layer linear alone), then per
+/// layer compare_no_fly(eval, cross) with the protocol's threshold and minimum count
+/// (PAPERS §A4). Reads `cross_tokens` and the eval stage's δ.
+template <class T, class Backend>
+NoFlyStage run_no_fly(Transformer<T, Backend>& model, const SurrogateFit<T, Backend>& fit,
+                      std::span<const std::int32_t> eval_tokens, const EvalStage& eval,
+                      std::span<const std::int32_t> cross_tokens, const BudgetProtocol& protocol,
+                      const std::function<void(Index, Index)>& progress = {},
+                      const std::string& what = "cross tokens") {
+  const Index layers = model.layer_count();
+  const Index ctx = protocol.context;
+  NoFlyStage out;
+  out.cross_windows = static_cast<Index>(cross_tokens.size()) / ctx;
+  require_windows(what, cross_tokens, std::max<Index>(out.cross_windows, 1), ctx,
+                  "one window of the second corpus");
+  std::vector<MlpVariant<T, Backend>> variants;
+  for (Index l = 0; l < layers; ++l) {
+    MlpVariant<T, Backend> v;
+    v.replace.emplace_back(l, linear_slot(fit.surrogates[static_cast<std::size_t>(l)]));
+    variants.push_back(std::move(v));
+  }
+  const VariantLosses r = measure_variants(model, cross_tokens, out.cross_windows, ctx, variants,
+                                           true, NoTaps{}, progress);
+  out.cross_baseline_ppl = detail::ppl_of(r.base);
+  const Index cross_positions = out.cross_windows * (ctx - 1);
+  for (Index l = 0; l < layers; ++l) {
+    const auto ls = static_cast<std::size_t>(l);
+    const auto a = token_delta_means(eval_tokens, eval.delta[ls], ctx);
+    const auto b =
+        token_delta_means(cross_tokens, loss_delta(r.variant[ls], r.base, cross_positions), ctx);
+    out.layers.push_back(compare_no_fly(a, b, protocol.no_fly_delta, protocol.no_fly_min_count));
+  }
+  return out;
+}
+
+// ---- the whole pipeline -----------------------------------------------------------------------
+
+/// Everything `nlb budget` reports. Fields under `timing` and `forward_timing` are wall-clock
+/// measurements (not deterministic); everything else is a function of the inputs and the seed.
+template <class T, class Backend = backend::cpu>
+struct BudgetReport {
+  BudgetProtocol protocol;
+  ModelConfig config;
+  SurrogateFit<T, Backend> fit;
+  LabelStage<T, Backend> label;
+  EvalStage eval;
+  NoFlyStage no_fly;
+  std::vector<ForwardTiming> forward_timing;           // [budgets]
+  std::vector<std::pair<std::string, double>> timing;  // (stage, seconds)
+};
+
+/// The whole pipeline (stages 1–6) on explicit token sets. The model is modified during the
+/// run and restored. Throws ArgumentError (protocol, too few tokens: the message names the set
+/// by `names` = {fit, label, eval, cross}), FormatError (taps missing).
+template <class T, class Backend>
+BudgetReport<T, Backend> run_budget(
+    Transformer<T, Backend>& model, std::span<const std::int32_t> fit_tokens,
+    std::span<const std::int32_t> label_tokens, std::span<const std::int32_t> eval_tokens,
+    std::span<const std::int32_t> cross_tokens, const BudgetProtocol& protocol,
+    const BudgetObserver& obs = {},
+    const std::array<std::string, 4>& names = {"fit tokens", "label tokens", "eval tokens",
+                                               "cross tokens"}) {
+  protocol.validate();
+  if (protocol.context > model.config().n_positions) {
+    throw ArgumentError(detail::expected_found(
+        "budget protocol: context",
+        "at most n_positions = " + std::to_string(model.config().n_positions), protocol.context));
+  }
+  // Check every token set's length before the first long stage.
+  require_windows(names[0], fit_tokens, protocol.fit_windows(), protocol.context,
+                  std::to_string(protocol.fit_tokens) + " fit positions");
+  require_windows(names[1], label_tokens, protocol.label_windows(), protocol.context,
+                  std::to_string(protocol.label_tokens) + " label positions");
+  require_windows(names[2], eval_tokens, 1, protocol.context, "one eval window");
+  require_windows(names[3], cross_tokens, 1, protocol.context, "one window");
+  BudgetReport<T, Backend> rep;
+  rep.protocol = protocol;
+  rep.config = model.config();
+  auto& times = rep.timing;
+  rep.fit = detail::budget_stage(obs, times, "fit: surrogates", [&] {
+    return fit_surrogates(model, fit_tokens, protocol, names[0], detail::counter_of(obs));
+  });
+  rep.label = run_label_stage(model, rep.fit, label_tokens, protocol, obs, times, names[1]);
+  rep.eval = detail::budget_stage(obs, times, "eval: baseline, linear, gated, joint", [&] {
+    return run_eval_stage(model, rep.fit, &rep.label, eval_tokens, protocol,
+                          detail::counter_of(obs), names[2]);
+  });
+  rep.no_fly = detail::budget_stage(obs, times, "cross: no-fly lists", [&] {
+    return run_no_fly(model, rep.fit, eval_tokens, rep.eval, cross_tokens, protocol,
+                      detail::counter_of(obs), names[3]);
+  });
+  detail::budget_stage(obs, times, "timing: dense vs gated forward", [&] {
+    const auto gates = rep.label.plain_gates();
+    const Index windows = std::min(protocol.timing_windows, rep.eval.windows);
+    for (const auto& state : rep.label.joint) {
+      auto v = joint_variant(model, rep.fit.surrogates, gates, state);
+      rep.forward_timing.push_back(time_forward(model, eval_tokens, windows, protocol.context, v,
+                                                protocol.timing_repetitions));
+    }
+  });
+  return rep;
+}
+
+}  // namespace nlb

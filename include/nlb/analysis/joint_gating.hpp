@@ -1,0 +1,286 @@
+// Joint gating (PAPERS §A7): every layer's gate on at once, per-layer thresholds calibrated on
+// the label set to meet a total perplexity budget, then measured jointly — FLOPs and time.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "nlb/analysis/flops.hpp"
+#include "nlb/analysis/mlp_variants.hpp"
+#include "nlb/core.hpp"
+#include "nlb/model/loss.hpp"
+
+namespace nlb {
+
+/// One state of the joint calibration: per-layer linear fractions on the label set (a layer at 0
+/// keeps its full MLP, no gate), the per-layer thresholds that give them, and the measured joint
+/// label cost.
+struct JointState {
+  std::vector<double> fractions;     // [layers] target linear fraction on the label positions
+  std::vector<double> thresholds;    // [layers] gate thresholds (+inf where the fraction is 0)
+  double label_delta_pct = 0;        // joint Δ% on the label positions
+  double label_linear_fraction = 0;  // share of all MLP rows of the label windows routed linear
+  Index changed_layer = -1;          // the layer raised to reach this state (-1: the start)
+};
+
+/// The calibration path: path[0] is "no gates", path[i] the state after i accepted steps.
+struct JointCalibration {
+  std::vector<JointState> path;
+  Index evaluations = 0;  // joint label forward passes run
+  /// The state chosen for `budget_pct`: the path up to (not including) the first step whose
+  /// joint label Δ% exceeds the budget — what a greedy run with that budget would stop at.
+  const JointState& for_budget(double budget_pct) const {
+    std::size_t i = 1;
+    while (i < path.size() && path[i].label_delta_pct <= budget_pct)
+      ++i;
+    return path[i - 1];
+  }
+};
+
+/// The gates' thresholds for a fraction grid: thresholds[l][k] routes round(k · step · N) of the
+/// N label rows of layer l linear (HyperplaneGate::calibrate_linear_fraction on the label x).
+template <class T>
+std::vector<std::vector<double>> fraction_thresholds(const std::vector<HyperplaneGate<T>>& gates,
+                                                     const std::vector<Activations<T>>& label_x,
+                                                     Index steps) {
+  std::vector<std::vector<double>> out(gates.size());
+  for (std::size_t l = 0; l < gates.size(); ++l) {
+    HyperplaneGate<T> g = gates[l];
+    out[l].push_back(std::numeric_limits<double>::infinity());
+    for (Index k = 1; k <= steps; ++k) {
+      const double f = std::min(1.0, static_cast<double>(k) / static_cast<double>(steps));
+      out[l].push_back(static_cast<double>(g.calibrate_linear_fraction(label_x[l], f)));
+    }
+  }
+  return out;
+}
+
+/// The variant of a joint state: every layer with a fraction > 0 gated at its threshold.
+template <class T, class Backend>
+MlpVariant<T, Backend> joint_variant(
+    const Transformer<T, Backend>& model,
+    const std::vector<RidgeSurrogate<T, Dynamic, Dynamic, Backend>>& surrogates,
+    const std::vector<HyperplaneGate<T, Dynamic, Backend>>& gates, const JointState& state) {
+  MlpVariant<T, Backend> v;
+  for (std::size_t l = 0; l < gates.size(); ++l) {
+    if (state.fractions[l] <= 0.0)
+      continue;
+    HyperplaneGate<T, Dynamic, Backend> g = gates[l];
+    g.set_threshold(static_cast<T>(state.thresholds[l]));
+    v.replace.emplace_back(static_cast<Index>(l),
+                           gated_slot(model.layers()[l].mlp(), surrogates[l], g));
+  }
+  return v;
+}
+
+/// Greedy joint calibration on the label set (PAPERS §A7, [ours]; docs/budget.md):
+/// start with no gates; a step raises one layer's label linear fraction by `step` (thresholds
+/// from fraction_thresholds); of all possible steps take the one whose joint label Δ% — all
+/// gates on at once, measured by a forward pass over the label windows — is smallest; stop when
+/// even that one exceeds `max_budget_pct` or every layer is at fraction 1. Lazy evaluation:
+/// each candidate keeps the Δ% last measured for it; the smallest is re-measured in the current
+/// state and taken only if it is still the smallest (ties: the lower layer). This assumes a
+/// step's cost does not fall as other layers are raised, and spends ~1–2 label passes per step
+/// instead of one per layer.
+/// label_tokens: the label windows; label_positions N and base_losses (the unmodified model's
+/// first N label losses) define Δ% = 100 (exp((Σ L_joint − Σ L_base) / N) − 1).
+/// When windows · (L + 1) · context · d values of T fit in `cache_bytes` (default 1 GiB), the
+/// unmodified stream at every layer input is kept and a state runs from its first gated layer.
+/// The label linear fraction counts the rows of every label window (all positions).
+template <class T, class Backend>
+JointCalibration calibrate_joint(
+    Transformer<T, Backend>& model, std::span<const std::int32_t> label_tokens, Index windows,
+    Index context, std::span<const double> base_losses,
+    const std::vector<RidgeSurrogate<T, Dynamic, Dynamic, Backend>>& surrogates,
+    const std::vector<HyperplaneGate<T, Dynamic, Backend>>& gates,
+    const std::vector<std::vector<double>>& thresholds, double max_budget_pct,
+    const std::function<void(Index, double)>& progress = {},
+    std::size_t cache_bytes = std::size_t{1} << 30) {
+  const auto layers = gates.size();
+  const auto n = base_losses.size();
+  double base_sum = 0;
+  for (double v : base_losses)
+    base_sum += v;
+  const Index steps = static_cast<Index>(thresholds.at(0).size()) - 1;
+  JointCalibration out;
+  // The unmodified model's residual stream at every layer's input for every label window, kept
+  // when it fits in `cache_bytes`: a joint state then runs only from its first gated layer.
+  StagedForward<T, Backend> staged(model);
+  typename StagedForward<T, Backend>::Stream x;
+  RowMatrix<T> logits;
+  std::vector<std::vector<typename StagedForward<T, Backend>::Stream>> kept;
+  const double need = static_cast<double>(windows) * static_cast<double>(layers + 1) *
+                      static_cast<double>(context) * static_cast<double>(model.config().d_model) *
+                      sizeof(T);
+  if (need <= static_cast<double>(cache_bytes)) {
+    kept.resize(static_cast<std::size_t>(windows));
+    for (Index w = 0; w < windows; ++w) {
+      auto& k = kept[static_cast<std::size_t>(w)];
+      k.resize(layers + 1);
+      staged.embed(label_tokens.subspan(static_cast<std::size_t>(w * context),
+                                        static_cast<std::size_t>(context)),
+                   x);
+      for (std::size_t l = 0; l < layers; ++l) {
+        k[l] = x;
+        staged.layers(x, static_cast<Index>(l), static_cast<Index>(l) + 1);
+      }
+      k[layers] = x;
+    }
+  }
+  auto measure = [&](const std::vector<Index>& k, JointState& s) {
+    s.fractions.assign(layers, 0.0);
+    s.thresholds.assign(layers, std::numeric_limits<double>::infinity());
+    for (std::size_t l = 0; l < layers; ++l) {
+      s.fractions[l] = static_cast<double>(k[l]) / static_cast<double>(steps);
+      s.thresholds[l] = thresholds[l][static_cast<std::size_t>(k[l])];
+    }
+    MlpVariant<T, Backend> v = joint_variant(model, surrogates, gates, s);
+    const Index first = v.first_layer(static_cast<Index>(layers));
+    double sum = 0;
+    Index linear = 0;
+    std::size_t counted = 0;
+    {
+      const detail::SlotSwap<T, Backend> swap(model, v);
+      std::vector<RouteCounts> counts(layers);
+      for (Index w = 0; w < windows && counted < n; ++w) {
+        const auto window = label_tokens.subspan(static_cast<std::size_t>(w * context),
+                                                 static_cast<std::size_t>(context));
+        if (!kept.empty()) {
+          x = kept[static_cast<std::size_t>(w)][static_cast<std::size_t>(first)];
+          staged.layers(x, first, static_cast<Index>(layers), NoTaps{}, std::span(counts));
+        } else {
+          staged.embed(window, x);
+          staged.layers(x, 0, static_cast<Index>(layers), NoTaps{}, std::span(counts));
+        }
+        staged.head(x, logits);
+        const auto loss = next_token_losses(logits, window);
+        for (std::size_t i = 0; i < loss.size() && counted < n; ++i, ++counted)
+          sum += loss[i];
+      }
+      for (const auto& c : counts)
+        linear += c.linear;
+    }
+    s.label_delta_pct = 100.0 * std::expm1((sum - base_sum) / static_cast<double>(n));
+    s.label_linear_fraction = static_cast<double>(linear) /
+                              static_cast<double>(static_cast<Index>(layers) * windows * context);
+    ++out.evaluations;
+  };
+  std::vector<Index> k(layers, 0);
+  JointState start;
+  start.fractions.assign(layers, 0.0);
+  start.thresholds.assign(layers, std::numeric_limits<double>::infinity());
+  out.path.push_back(start);
+  std::vector<JointState> candidate(layers);
+  std::vector<Index> stamp(layers, -1);
+  Index step_index = 0;
+  for (;;) {
+    Index best = -1;
+    for (std::size_t l = 0; l < layers; ++l) {
+      if (k[l] >= steps)
+        continue;
+      if (stamp[l] < 0) {
+        auto kk = k;
+        ++kk[l];
+        measure(kk, candidate[l]);
+        stamp[l] = step_index;
+      }
+      if (best < 0 ||
+          candidate[l].label_delta_pct < candidate[static_cast<std::size_t>(best)].label_delta_pct)
+        best = static_cast<Index>(l);
+    }
+    if (best < 0)
+      break;  // every layer at fraction 1
+    const auto b = static_cast<std::size_t>(best);
+    if (stamp[b] != step_index) {
+      auto kk = k;
+      ++kk[b];
+      measure(kk, candidate[b]);
+      stamp[b] = step_index;
+      continue;  // re-rank with the fresh value
+    }
+    if (candidate[b].label_delta_pct > max_budget_pct)
+      break;
+    ++k[b];
+    candidate[b].changed_layer = best;
+    out.path.push_back(candidate[b]);
+    ++step_index;
+    if (progress)
+      progress(step_index, candidate[b].label_delta_pct);
+  }
+  return out;
+}
+
+/// FLOPs saved by per-layer linear fractions (PAPERS §A5; analysis/flops.hpp), in % of the
+/// dense MLPs and of the whole forward pass. A layer with `gated[l]` false has no gate and
+/// saves nothing; a gated one saves f (dense − surrogate) − gate per token.
+struct FlopSaving {
+  double mlp_pct = 0;
+  double forward_pct = 0;
+};
+inline FlopSaving flop_saving(const flops::TransformerShape& shape,
+                              std::span<const double> fractions, const std::vector<bool>& gated) {
+  double saved = 0;
+  for (std::size_t l = 0; l < fractions.size(); ++l)
+    if (gated[l])
+      saved += flops::mlp_saving_per_token(shape.d_model, shape.d_hidden, fractions[l]);
+  FlopSaving out;
+  out.mlp_pct =
+      100.0 * saved / (shape.n_layers * flops::dense_mlp_per_token(shape.d_model, shape.d_hidden));
+  out.forward_pct = 100.0 * saved / flops::forward_per_token(shape);
+  return out;
+}
+
+/// Wall-clock of the dense against the gated forward, measured in one run.
+struct ForwardTiming {
+  double dense_ms = 0;  // median over repetitions, all timed windows
+  double gated_ms = 0;
+  double saved_pct = 0;              // 100 (1 − gated / dense)
+  double gated_linear_fraction = 0;  // RouteCounts of Transformer::forward in the timed runs
+};
+
+/// Times Transformer::forward over the first `windows` windows, dense and with `variant`
+/// swapped in, alternating (dense, gated) `repetitions` times so both see the same machine
+/// load; reports the medians. Not deterministic (wall-clock): reports keep it apart.
+template <class T, class Backend>
+ForwardTiming time_forward(Transformer<T, Backend>& model, std::span<const std::int32_t> tokens,
+                           Index windows, Index context, MlpVariant<T, Backend>& variant,
+                           Index repetitions) {
+  using clock = std::chrono::steady_clock;
+  std::vector<double> dense, gated;
+  RowMatrix<T> logits;
+  RouteCounts counts;
+  auto run = [&](RouteCounts* c) {
+    const auto t0 = clock::now();
+    for (Index w = 0; w < windows; ++w) {
+      model.forward(
+          tokens.subspan(static_cast<std::size_t>(w * context), static_cast<std::size_t>(context)),
+          logits, NoTaps{}, nullptr, c);
+    }
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  };
+  run(nullptr);  // warm-up: first-touch of workspaces and caches
+  for (Index r = 0; r < repetitions; ++r) {
+    dense.push_back(run(nullptr));
+    const detail::SlotSwap<T, Backend> swap(model, variant);
+    counts = RouteCounts{};
+    gated.push_back(run(&counts));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+  };
+  ForwardTiming out;
+  out.dense_ms = median(dense);
+  out.gated_ms = median(gated);
+  out.saved_pct = 100.0 * (1.0 - out.gated_ms / out.dense_ms);
+  out.gated_linear_fraction = counts.linear_fraction();
+  return out;
+}
+
+}  // namespace nlb

@@ -1,0 +1,542 @@
+// The files of an `nlb budget` report; see budget_report.hpp and docs/budget.md.
+#include "budget_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "nlb/io/safetensors_writer.hpp"
+#include "svg_plot.hpp"
+
+namespace nlb::cli {
+
+namespace {
+
+using json = nlohmann::json;
+
+// NaN and ±Inf are not JSON numbers: they become null.
+json num(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
+json interval(const Interval& i) {
+  return json::array({num(i.low), num(i.high)});
+}
+
+std::string fmt(const char* format, double v) {
+  if (!std::isfinite(v))
+    return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+// Shortest round-trip text of a double, as in the JSON (CSV cells); NaN → empty cell.
+std::string exact(double v) {
+  return std::isfinite(v) ? json(v).dump() : std::string();
+}
+
+std::string token_text(std::int32_t token, Index vocab) {
+  if (vocab > 256)
+    return "id " + std::to_string(token);
+  if (token >= 33 && token < 127 && token != '|' && token != '`' && token != '\\')
+    return std::string(1, static_cast<char>(token));
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02X", static_cast<unsigned>(token));
+  return buf;
+}
+
+const char* architecture_name(Architecture a) {
+  switch (a) {
+    case Architecture::gpt2:
+      return "gpt2";
+    case Architecture::gpt_neox:
+      return "gpt_neox";
+    case Architecture::nlb_sd:
+      return "nlb-sd";
+  }
+  return "unknown";
+}
+
+Index middle_layer(const BudgetReport<float>& r) {
+  return r.config.n_layers / 2;
+}
+
+}  // namespace
+
+const std::vector<std::string>& budget_csv_columns() {
+  static const std::vector<std::string> columns{"layer",
+                                                "surrogate_r2",
+                                                "all_linear_ppl",
+                                                "all_linear_delta_pct",
+                                                "all_linear_delta_pct_low",
+                                                "all_linear_delta_pct_high",
+                                                "gate_linear_fraction",
+                                                "gate_ppl",
+                                                "gate_delta_pct",
+                                                "gate_delta_pct_low",
+                                                "gate_delta_pct_high",
+                                                "gate_auc",
+                                                "probe_auc_embedding",
+                                                "probe_auc_context",
+                                                "no_fly_correlation"};
+  return columns;
+}
+
+std::string budget_gates_file_name(double budget_pct) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "gates-%gpct.safetensors", budget_pct);
+  return buf;
+}
+
+std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources& src) {
+  const auto& p = r.protocol;
+  const Index layers = r.config.n_layers;
+  json out;
+  out["format"] = "nlb-budget-report";
+  out["version"] = 1;
+  out["model"] = {{"path", src.model},
+                  {"architecture", architecture_name(r.config.architecture)},
+                  {"d_model", r.config.d_model},
+                  {"d_hidden", r.config.d_hidden},
+                  {"n_layers", layers},
+                  {"vocab_size", r.config.vocab_size},
+                  {"n_positions", r.config.n_positions},
+                  {"dtype", "float32"}};
+  out["protocol"] = {
+      {"fit_text", src.fit},
+      {"label_text", src.label},
+      {"eval_text", src.eval},
+      {"cross_text", src.cross},
+      {"token_format", src.token_format},
+      {"context", p.context},
+      {"windows",
+       "non-overlapping, consecutive from the file start, a shorter last window dropped"},
+      {"fit_tokens", p.fit_tokens},
+      {"fit_windows", p.fit_windows()},
+      {"label_tokens", p.label_tokens},
+      {"label_windows", p.label_windows()},
+      {"label_train_positions", p.label_train_positions()},
+      {"label_holdout_positions", p.label_tokens - p.label_train_positions()},
+      {"eval_windows", r.eval.windows},
+      {"eval_predicted_tokens", r.eval.predicted_tokens},
+      {"cross_windows", r.no_fly.cross_windows},
+      {"lambda", p.lambda},
+      {"lambda_scaling", "absolute"},
+      {"surrogate_fit_dtype", "float64"},
+      {"budget_pct", p.budgets_pct},
+      {"seed", p.seed},
+      {"bootstrap_resamples", p.bootstrap_resamples},
+      {"bootstrap", "paired percentile bootstrap over eval windows, 95%"},
+      {"holdout_fraction", p.holdout_fraction},
+      {"gate_labels",
+       "1 iff delta <= median(delta) of the training positions (25th percentile "
+       "if fewer than 5% of delta are negative)"},
+      {"gate", "L2 logistic regression, C = 1, z-scored MLP input, threshold 0 (p > 0.5)"},
+      {"calibration",
+       "greedy on the label set: raise one layer's linear fraction by "
+       "calibration_step, the cheapest joint label delta first (lazy)"},
+      {"calibration_step", p.calibration_step},
+      {"no_fly_delta", p.no_fly_delta},
+      {"no_fly_min_count", p.no_fly_min_count},
+      {"timing_windows", std::min(p.timing_windows, r.eval.windows)},
+      {"timing_repetitions", p.timing_repetitions}};
+  out["baseline_ppl"] = num(r.eval.baseline_ppl);
+  out["label_baseline_ppl"] = num(r.label.baseline_ppl);
+  out["cross_baseline_ppl"] = num(r.no_fly.cross_baseline_ppl);
+  out["all_layers_linear_ppl"] = num(r.eval.all_layers_linear_ppl);
+  out["all_layers_linear_delta_pct"] = num(r.eval.all_layers_linear_delta_pct.value);
+  out["all_layers_linear_delta_pct_ci"] = interval(r.eval.all_layers_linear_delta_pct);
+  json ls = json::array();
+  for (Index l = 0; l < layers; ++l) {
+    const auto i = static_cast<std::size_t>(l);
+    const auto& e = r.eval.layers[i];
+    const auto& g = r.label.gates[i];
+    const auto& nf = r.no_fly.layers[i];
+    json top = json::array();
+    for (std::size_t k = 0; k < nf.no_fly_a.size() && k < 10; ++k) {
+      const auto& t = nf.no_fly_a[k];
+      top.push_back({{"token", t.token},
+                     {"text", token_text(t.token, r.config.vocab_size)},
+                     {"mean_delta", num(t.mean)},
+                     {"count", t.count}});
+    }
+    ls.push_back({{"layer", l},
+                  {"surrogate_r2", num(r.fit.reports[i].r2)},
+                  {"surrogate_fit_rows", r.fit.reports[i].count},
+                  {"all_linear_ppl", num(e.all_linear_ppl)},
+                  {"all_linear_delta_pct", num(e.all_linear_delta_pct.value)},
+                  {"all_linear_delta_pct_ci", interval(e.all_linear_delta_pct)},
+                  {"label_all_linear_delta_pct",
+                   num(100.0 * (r.label.all_linear_ppl[i] / r.label.baseline_ppl - 1.0))},
+                  {"gate_linear_fraction", num(e.gate_linear_fraction)},
+                  {"gate_ppl", num(e.gate_ppl)},
+                  {"gate_delta_pct", num(e.gate_delta_pct.value)},
+                  {"gate_delta_pct_ci", interval(e.gate_delta_pct)},
+                  {"gate_auc", num(g.holdout_auc)},
+                  {"gate_label_rule", to_string(g.rule)},
+                  {"gate_label_threshold", num(g.label_threshold)},
+                  {"gate_fit_iterations", g.fit.iterations},
+                  {"probe_auc_embedding", num(r.label.probes[i].embedding)},
+                  {"probe_auc_context", num(r.label.probes[i].context)},
+                  {"probe_auc_full", num(r.label.probes[i].full)},
+                  {"no_fly",
+                   {{"common_tokens", nf.common_tokens},
+                    {"correlation", num(nf.correlation)},
+                    {"eval_count", nf.no_fly_a.size()},
+                    {"cross_count", nf.no_fly_b.size()},
+                    {"overlap", nf.overlap},
+                    {"eval_top", top}}}});
+  }
+  out["layers"] = ls;
+  json joint = json::array();
+  for (std::size_t b = 0; b < r.eval.joint.size(); ++b) {
+    const auto& j = r.eval.joint[b];
+    const auto& s = r.label.joint[b];
+    const auto& t = r.forward_timing[b];
+    json thresholds = json::array();
+    for (double v : s.thresholds)
+      thresholds.push_back(num(v));
+    joint.push_back({{"budget_pct", j.budget_pct},
+                     {"ppl", num(j.ppl)},
+                     {"delta_pct", num(j.delta_pct.value)},
+                     {"delta_pct_ci", interval(j.delta_pct)},
+                     {"linear_fraction", num(j.linear_fraction)},
+                     {"layer_linear_fraction", j.layer_linear_fraction},
+                     {"label_delta_pct", num(s.label_delta_pct)},
+                     {"label_linear_fraction", num(s.label_linear_fraction)},
+                     {"label_layer_fraction", s.fractions},
+                     {"thresholds", thresholds},
+                     {"flops_saved_pct", num(j.flops.forward_pct)},
+                     {"mlp_flops_saved_pct", num(j.flops.mlp_pct)},
+                     {"gates_file", budget_gates_file_name(j.budget_pct)},
+                     {"time_saved_pct", num(t.saved_pct)},
+                     {"time_dense_ms", num(t.dense_ms)},
+                     {"time_gated_ms", num(t.gated_ms)},
+                     {"time_gated_linear_fraction", num(t.gated_linear_fraction)}});
+  }
+  out["joint"] = joint;
+  json path = json::array();
+  for (std::size_t i = 0; i < r.label.calibration.path.size(); ++i) {
+    const auto& s = r.label.calibration.path[i];
+    path.push_back({{"step", i},
+                    {"layer", s.changed_layer},
+                    {"label_delta_pct", num(s.label_delta_pct)},
+                    {"label_linear_fraction", num(s.label_linear_fraction)}});
+  }
+  out["calibration_path"] = path;
+  out["calibration_evaluations"] = r.label.calibration.evaluations;
+  json stages = json::array();
+  double total = 0;
+  for (const auto& [name, seconds] : r.timing) {
+    stages.push_back({{"stage", name}, {"seconds", seconds}});
+    total += seconds;
+  }
+  out["timing"] = {{"stages", stages}, {"total_seconds", total}};
+  return out.dump(2) + "\n";
+}
+
+std::string budget_layers_csv(const BudgetReport<float>& r) {
+  std::string out;
+  const auto& cols = budget_csv_columns();
+  for (std::size_t c = 0; c < cols.size(); ++c)
+    out += (c ? "," : "") + cols[c];
+  out += "\n";
+  for (Index l = 0; l < r.config.n_layers; ++l) {
+    const auto i = static_cast<std::size_t>(l);
+    const auto& e = r.eval.layers[i];
+    const std::vector<std::string> cells{std::to_string(l),
+                                         exact(r.fit.reports[i].r2),
+                                         exact(e.all_linear_ppl),
+                                         exact(e.all_linear_delta_pct.value),
+                                         exact(e.all_linear_delta_pct.low),
+                                         exact(e.all_linear_delta_pct.high),
+                                         exact(e.gate_linear_fraction),
+                                         exact(e.gate_ppl),
+                                         exact(e.gate_delta_pct.value),
+                                         exact(e.gate_delta_pct.low),
+                                         exact(e.gate_delta_pct.high),
+                                         exact(r.label.gates[i].holdout_auc),
+                                         exact(r.label.probes[i].embedding),
+                                         exact(r.label.probes[i].context),
+                                         exact(r.no_fly.layers[i].correlation)};
+    for (std::size_t c = 0; c < cells.size(); ++c)
+      out += (c ? "," : "") + cells[c];
+    out += "\n";
+  }
+  return out;
+}
+
+std::string budget_gates_file(const BudgetReport<float>& r, std::size_t b) {
+  io::SafetensorsWriter w;
+  const auto& state = r.label.joint[b];
+  const Index d = r.config.d_model;
+  for (Index l = 0; l < r.config.n_layers; ++l) {
+    const auto i = static_cast<std::size_t>(l);
+    const auto& s = r.fit.surrogates[i];
+    const auto& g = r.label.gates[i].gate;
+    const std::string prefix = "layers." + std::to_string(l) + ".";
+    w.add(prefix + "surrogate.weight", io::DType::F32, {d, d},
+          std::span<const float>(s.weight().data(), static_cast<std::size_t>(d * d)));
+    w.add(prefix + "surrogate.bias", io::DType::F32, {d},
+          std::span<const float>(s.bias().data(), static_cast<std::size_t>(d)));
+    w.add(prefix + "gate.weight", io::DType::F32, {d},
+          std::span<const float>(g.folded_weight().data(), static_cast<std::size_t>(d)));
+    const std::vector<float> bias{g.folded_bias()};
+    const std::vector<float> threshold{static_cast<float>(state.thresholds[i])};
+    w.add(prefix + "gate.bias", io::DType::F32, {1}, std::span<const float>(bias));
+    w.add(prefix + "gate.threshold", io::DType::F32, {1}, std::span<const float>(threshold));
+  }
+  w.set_metadata("format", "nlb-gates");
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", r.protocol.budgets_pct[b]);
+  w.set_metadata("budget_pct", buf);
+  const auto bytes = w.to_bytes();
+  return std::string(bytes.begin(), bytes.end());
+}
+
+std::string budget_report_markdown(const BudgetReport<float>& r, const BudgetSources& src) {
+  const auto& p = r.protocol;
+  const Index layers = r.config.n_layers;
+  std::ostringstream md;
+  md << "# MLP budget report\n\n"
+     << "Model `" << src.model << "` (" << architecture_name(r.config.architecture) << ", "
+     << layers << " layers, d = " << r.config.d_model << ", h = " << r.config.d_hidden << ", vocab "
+     << r.config.vocab_size << "), float32. What every number means: "
+     << "docs/budget.md.\n\n"
+     << "## Protocol\n\n"
+     << "| set | file | use |\n|---|---|---|\n"
+     << "| fit | `" << src.fit << "` | first " << p.fit_tokens << " positions (" << p.fit_windows()
+     << " windows): ridge surrogates, lambda = " << p.lambda << " (absolute, float64) |\n"
+     << "| label | `" << src.label << "` | first " << p.label_tokens << " predicted positions ("
+     << p.label_windows() << " windows): delta, gates (first " << p.label_train_positions()
+     << "), AUC (last " << p.label_tokens - p.label_train_positions() << "), joint calibration |\n"
+     << "| eval | `" << src.eval << "` | every full window: " << r.eval.windows << " windows, "
+     << r.eval.predicted_tokens << " predicted tokens |\n"
+     << "| cross | `" << src.cross << "` | " << r.no_fly.cross_windows
+     << " windows: second corpus for the no-fly lists |\n\n"
+     << "Windows of " << p.context << " tokens (" << src.token_format
+     << "), non-overlapping. Intervals: paired bootstrap over eval windows, "
+     << p.bootstrap_resamples << " resamples, seed " << p.seed << ", 95%.\n\n";
+  md << "## Baseline and all-linear cost per layer\n\n"
+     << "Baseline eval PPL **" << fmt("%.4f", r.eval.baseline_ppl) << "**. All layers linear at "
+     << "once: PPL " << fmt("%.4f", r.eval.all_layers_linear_ppl) << ", "
+     << fmt("%+.2f", r.eval.all_layers_linear_delta_pct.value) << "% ["
+     << fmt("%+.2f", r.eval.all_layers_linear_delta_pct.low) << ", "
+     << fmt("%+.2f", r.eval.all_layers_linear_delta_pct.high) << "].\n\n"
+     << "| layer | surrogate R² | all-linear PPL | all-linear Δ% [95% CI] | gate % linear | "
+        "gated-layer Δ% [95% CI] | gate AUC |\n|---|---|---|---|---|---|---|\n";
+  double sum_single_linear = 0, sum_single_gate = 0;
+  for (Index l = 0; l < layers; ++l) {
+    const auto i = static_cast<std::size_t>(l);
+    const auto& e = r.eval.layers[i];
+    sum_single_linear += e.all_linear_delta_pct.value;
+    sum_single_gate += e.gate_delta_pct.value;
+    md << "| " << l << " | " << fmt("%.4f", r.fit.reports[i].r2) << " | "
+       << fmt("%.4f", e.all_linear_ppl) << " | " << fmt("%+.2f", e.all_linear_delta_pct.value)
+       << " [" << fmt("%+.2f", e.all_linear_delta_pct.low) << ", "
+       << fmt("%+.2f", e.all_linear_delta_pct.high) << "] | "
+       << fmt("%.1f", 100 * e.gate_linear_fraction) << " | " << fmt("%+.2f", e.gate_delta_pct.value)
+       << " [" << fmt("%+.2f", e.gate_delta_pct.low) << ", " << fmt("%+.2f", e.gate_delta_pct.high)
+       << "] | " << fmt("%.3f", r.label.gates[i].holdout_auc) << " |\n";
+  }
+  md << "\n![all-linear cost](all_linear_delta.svg)\n\n![% linear](linear_fraction.svg)\n\n";
+  md << "## Probes: token identity vs context (PAPERS §A4)\n\n"
+     << "Held-out AUC of the same gate on the embedding e, on the context part c = x − e and on "
+        "x; no-fly lists (mean delta > "
+     << p.no_fly_delta << " over ≥ " << p.no_fly_min_count
+     << " occurrences) on the eval file vs the cross file.\n\n"
+     << "| layer | AUC e | AUC c | AUC x | tokens in both | r(eval, cross) | no-fly eval | "
+        "no-fly cross | on both |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (Index l = 0; l < layers; ++l) {
+    const auto i = static_cast<std::size_t>(l);
+    const auto& pr = r.label.probes[i];
+    const auto& nf = r.no_fly.layers[i];
+    md << "| " << l << " | " << fmt("%.3f", pr.embedding) << " | " << fmt("%.3f", pr.context)
+       << " | " << fmt("%.3f", pr.full) << " | " << nf.common_tokens << " | "
+       << fmt("%.3f", nf.correlation) << " | " << nf.no_fly_a.size() << " | " << nf.no_fly_b.size()
+       << " | " << nf.overlap << " |\n";
+  }
+  const Index mid = middle_layer(r);
+  md << "\n![delta distribution](delta_distribution.svg) (layer " << mid
+     << ", label positions)\n\n";
+  md << "## Joint gating, measured jointly (PAPERS §A7)\n\n"
+     << "All gates on at once; per-layer thresholds calibrated on the label set (greedy, step "
+     << p.calibration_step << ", " << r.label.calibration.evaluations
+     << " label passes). Eval Δ% is measured with every gate on. FLOPs: PAPERS §A5. Time: "
+        "median of "
+     << p.timing_repetitions << " alternating repetitions over "
+     << std::min(p.timing_windows, r.eval.windows) << " eval windows, this machine, this run.\n\n"
+     << "| budget | label Δ% | eval Δ% [95% CI] | % MLP rows linear | FLOPs saved (MLPs) | FLOPs "
+        "saved (forward) | time dense ms | time gated ms | time saved |\n"
+        "|---|---|---|---|---|---|---|---|---|\n";
+  for (std::size_t b = 0; b < r.eval.joint.size(); ++b) {
+    const auto& j = r.eval.joint[b];
+    const auto& t = r.forward_timing[b];
+    md << "| " << fmt("%g", j.budget_pct) << "% | "
+       << fmt("%+.2f", r.label.joint[b].label_delta_pct) << " | " << fmt("%+.2f", j.delta_pct.value)
+       << " [" << fmt("%+.2f", j.delta_pct.low) << ", " << fmt("%+.2f", j.delta_pct.high) << "] | "
+       << fmt("%.1f", 100 * j.linear_fraction) << " | " << fmt("%.1f", j.flops.mlp_pct) << "% | "
+       << fmt("%.1f", j.flops.forward_pct) << "% | " << fmt("%.2f", t.dense_ms) << " | "
+       << fmt("%.2f", t.gated_ms) << " | " << fmt("%+.1f", t.saved_pct) << "% |\n";
+  }
+  md << "\nPer-layer eval linear fractions (%):\n\n| budget |";
+  for (Index l = 0; l < layers; ++l)
+    md << " L" << l << " |";
+  md << "\n|---|";
+  for (Index l = 0; l < layers; ++l)
+    md << "---|";
+  md << "\n";
+  for (const auto& j : r.eval.joint) {
+    md << "| " << fmt("%g", j.budget_pct) << "% |";
+    for (double f : j.layer_linear_fraction)
+      md << " " << fmt("%.1f", 100 * f) << " |";
+    md << "\n";
+  }
+  md << "\n![joint budget curve](joint_budget_curve.svg)\n\n";
+  // A short reading, computed from the numbers above.
+  Index cheapest = 0, dearest = 0;
+  for (Index l = 1; l < layers; ++l) {
+    const auto& e = r.eval.layers;
+    if (e[static_cast<std::size_t>(l)].all_linear_delta_pct.value <
+        e[static_cast<std::size_t>(cheapest)].all_linear_delta_pct.value)
+      cheapest = l;
+    if (e[static_cast<std::size_t>(l)].all_linear_delta_pct.value >
+        e[static_cast<std::size_t>(dearest)].all_linear_delta_pct.value)
+      dearest = l;
+  }
+  double mean_e = 0, mean_c = 0;
+  for (const auto& pr : r.label.probes) {
+    mean_e += pr.embedding / static_cast<double>(layers);
+    mean_c += pr.context / static_cast<double>(layers);
+  }
+  md << "## Reading\n\n"
+     << "- Cheapest layer to make linear: L" << cheapest << " ("
+     << fmt("%+.2f", r.eval.layers[static_cast<std::size_t>(cheapest)].all_linear_delta_pct.value)
+     << "%); most expensive: L" << dearest << " ("
+     << fmt("%+.2f", r.eval.layers[static_cast<std::size_t>(dearest)].all_linear_delta_pct.value)
+     << "%).\n"
+     << "- All layers linear at once costs "
+     << fmt("%+.1f", r.eval.all_layers_linear_delta_pct.value) << "%, against "
+     << fmt("%+.1f", sum_single_linear)
+     << "% for the sum of the single-layer costs: per-layer costs do not add up.\n"
+     << "- The single-layer gates (threshold 0) together would suggest "
+     << fmt("%+.2f", sum_single_gate)
+     << "% if their costs added; the joint rows above are what all gates on at once cost.\n"
+     << "- Probes: mean held-out AUC " << fmt("%.3f", mean_e) << " on the embedding vs "
+     << fmt("%.3f", mean_c)
+     << " on the context part (PAPERS §A4 expects token identity near chance, context near the "
+        "full gate).\n";
+  for (std::size_t b = 0; b < r.eval.joint.size(); ++b) {
+    const auto& j = r.eval.joint[b];
+    const auto& t = r.forward_timing[b];
+    md << "- Budget " << fmt("%g", j.budget_pct) << "%: eval Δ% " << fmt("%+.2f", j.delta_pct.value)
+       << " (" << (j.delta_pct.value <= j.budget_pct ? "within" : "over")
+       << " the budget on held-out text), " << fmt("%.1f", 100 * j.linear_fraction)
+       << "% of MLP rows linear, " << fmt("%.1f", j.flops.forward_pct)
+       << "% of forward FLOPs saved, measured time saved " << fmt("%+.1f", t.saved_pct) << "%.\n";
+  }
+  md << "\nStage times (s):";
+  for (const auto& [name, seconds] : r.timing)
+    md << " " << name << " " << fmt("%.1f", seconds) << ";";
+  md << "\n";
+  return md.str();
+}
+
+void stage_budget_report(ReportFiles& files, const BudgetReport<float>& r,
+                         const BudgetSources& sources) {
+  namespace s = svg;
+  const Index layers = r.config.n_layers;
+  files.add("report.json", budget_report_json(r, sources));
+  files.add("report.md", budget_report_markdown(r, sources));
+  files.add("layers.csv", budget_layers_csv(r));
+  std::vector<std::string> ticks;
+  for (Index l = 0; l < layers; ++l)
+    ticks.push_back("L" + std::to_string(l));
+  {
+    s::Chart c;
+    c.title = "All-linear cost per layer (eval, 95% bootstrap CI)";
+    c.x_label = "layer";
+    c.y_label = "delta PPL %";
+    c.x_tick_labels = ticks;
+    c.y_reference = 0.0;
+    s::Series lin{"one layer linear", {}, {}, {}, {}, false, true};
+    s::Series gate{"one layer gated", {}, {}, {}, {}, false, true};
+    for (Index l = 0; l < layers; ++l) {
+      const auto& e = r.eval.layers[static_cast<std::size_t>(l)];
+      lin.x.push_back(static_cast<double>(l) - 0.1);
+      lin.y.push_back(e.all_linear_delta_pct.value);
+      lin.y_low.push_back(e.all_linear_delta_pct.low);
+      lin.y_high.push_back(e.all_linear_delta_pct.high);
+      gate.x.push_back(static_cast<double>(l) + 0.1);
+      gate.y.push_back(e.gate_delta_pct.value);
+      gate.y_low.push_back(e.gate_delta_pct.low);
+      gate.y_high.push_back(e.gate_delta_pct.high);
+    }
+    c.series = {lin, gate};
+    files.add("all_linear_delta.svg", s::render(c));
+  }
+  {
+    s::Chart c;
+    c.title = "% of MLP rows routed linear per layer (eval)";
+    c.x_label = "layer";
+    c.y_label = "% linear";
+    c.bars = true;
+    c.x_tick_labels = ticks;
+    s::Series single{"gate alone (threshold 0)", {}, {}, {}, {}, true, true};
+    for (Index l = 0; l < layers; ++l) {
+      single.x.push_back(static_cast<double>(l));
+      single.y.push_back(100 * r.eval.layers[static_cast<std::size_t>(l)].gate_linear_fraction);
+    }
+    c.series.push_back(single);
+    for (const auto& j : r.eval.joint) {
+      char name[64];
+      std::snprintf(name, sizeof name, "joint, budget %g%%", j.budget_pct);
+      s::Series js{name, {}, {}, {}, {}, true, true};
+      for (Index l = 0; l < layers; ++l) {
+        js.x.push_back(static_cast<double>(l));
+        js.y.push_back(100 * j.layer_linear_fraction[static_cast<std::size_t>(l)]);
+      }
+      c.series.push_back(js);
+    }
+    files.add("linear_fraction.svg", s::render(c));
+  }
+  {
+    const auto mid = static_cast<std::size_t>(middle_layer(r));
+    std::vector<double> d = r.label.delta[mid];
+    std::vector<double> sorted = d;
+    std::sort(sorted.begin(), sorted.end());
+    const double lo = sorted_percentile(sorted, 0.01), hi = sorted_percentile(sorted, 0.99);
+    char title[96];
+    std::snprintf(title, sizeof title,
+                  "delta = L_lin - L_full, layer %zu, label positions (1st-99th percentile)", mid);
+    auto c = s::histogram(title, "delta (nats)", d, 60, lo, hi);
+    c.y_reference.reset();
+    files.add("delta_distribution.svg", s::render(c));
+  }
+  {
+    s::Chart c;
+    c.title = "Joint budget curve: all gates on at once";
+    c.x_label = "% of MLP rows linear";
+    c.y_label = "joint delta PPL %";
+    c.y_reference = 0.0;
+    s::Series path{"calibration path (label set)", {}, {}, {}, {}, true, true};
+    for (const auto& st : r.label.calibration.path) {
+      path.x.push_back(100 * st.label_linear_fraction);
+      path.y.push_back(st.label_delta_pct);
+    }
+    s::Series ev{"chosen thresholds (eval set, 95% CI)", {}, {}, {}, {}, false, true};
+    for (const auto& j : r.eval.joint) {
+      ev.x.push_back(100 * j.linear_fraction);
+      ev.y.push_back(j.delta_pct.value);
+      ev.y_low.push_back(j.delta_pct.low);
+      ev.y_high.push_back(j.delta_pct.high);
+    }
+    c.series = {path, ev};
+    files.add("joint_budget_curve.svg", s::render(c));
+  }
+  for (std::size_t b = 0; b < r.eval.joint.size(); ++b)
+    files.add(budget_gates_file_name(r.protocol.budgets_pct[b]), budget_gates_file(r, b));
+}
+
+}  // namespace nlb::cli

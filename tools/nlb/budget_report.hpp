@@ -1,0 +1,39 @@
+// The files of an `nlb budget` report (report.md, report.json, layers.csv, SVG plots, gate
+// files), made from a BudgetReport; docs/budget.md explains every number, and
+// docs/budget-report.schema.json is the JSON's schema.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nlb/analysis/budget.hpp"
+#include "report_files.hpp"
+
+namespace nlb::cli {
+
+/// Where a report's inputs came from (for the protocol section).
+struct BudgetSources {
+  std::string model, fit, label, eval, cross;
+  std::string token_format;  // "bytes" or "u16"/"u32" token ids
+};
+
+/// The columns of layers.csv, in order.
+const std::vector<std::string>& budget_csv_columns();
+
+/// report.json (pretty-printed, keys sorted; NaN written as null). Every field whose name
+/// starts with "time" is a wall-clock measurement; all others are deterministic.
+std::string budget_report_json(const BudgetReport<float>& report, const BudgetSources& sources);
+/// report.md: tables and a short reading of the results.
+std::string budget_report_markdown(const BudgetReport<float>& report, const BudgetSources& sources);
+/// layers.csv: one row per layer, budget_csv_columns().
+std::string budget_layers_csv(const BudgetReport<float>& report);
+/// The gates of budget index b as a safetensors file (format "nlb-gates", docs/budget.md).
+std::string budget_gates_file(const BudgetReport<float>& report, std::size_t b);
+/// "gates-<P>pct.safetensors" for budget P.
+std::string budget_gates_file_name(double budget_pct);
+
+/// Stages every report file into `files`.
+void stage_budget_report(ReportFiles& files, const BudgetReport<float>& report,
+                         const BudgetSources& sources);
+
+}  // namespace nlb::cli
