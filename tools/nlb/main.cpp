@@ -19,6 +19,12 @@ commands:
             --model DIR --text FILE | --tokens FILE --context N --windows K --out FILE
   generate  continue a prompt (byte-level models)
             --model DIR --prompt TEXT [--tokens N] [--top-k K] [--temperature T] [--seed S]
+  budget    the MLP budget report (PAPERS §A, docs/budget.md): surrogates, per-layer cost,
+            gates, probes, joint gating with FLOPs and measured time saved
+            [--model DIR] [--fit-text F] [--label-text F] [--eval-text F] [--cross-text F]
+            [--context N] [--fit-tokens N] [--label-tokens N] [--lambda L]
+            [--budget-pct P ...] [--seed S] [--out DIR] [--json] [--tokens [--token-dtype u32]]
+            (no arguments: the shipped model and texts, report in ./budget-report)
 
 --model defaults to the shipped models/tiny-gpt2. Errors go to stderr with a non-zero exit:
 1 for bad input files or data, 2 for a wrong command line.
