@@ -68,46 +68,48 @@ BOOST_AUTO_TEST_CASE(diagonal_is_softplus_of_theta) {
 }
 
 BOOST_AUTO_TEST_CASE(subtracted_scores_equal_the_dense_form) {
-  const Index d = 11;
-  const RowVector<double> theta = random_matrix(1, d, 10);
-  const nlb::DiagonalFilter<double> f(theta);
-  const nlb::ScalarFilter<double> sc(0.3);
-  for (Index past : {0, 3, 70}) {
-    for (Index rows : {1, 7, 66}) {
-      const RowMatrix<double> xk = random_matrix(past + rows, d, 11 + past + rows);
-      const RowMatrix<double> xq = xk.bottomRows(rows);
-      const RowMatrix<double> base = random_matrix(rows, past + rows, 12);
-      // Reference: x_i D x_jᵀ from the dense D, a different evaluation order.
-      const RowMatrix<double> full_d = base - xq * f.dense() * xk.transpose();
-      const RowMatrix<double> full_s = base - xq * sc.dense(d) * xk.transpose();
-      RowMatrix<double> got_d = base, got_s = base;
-      f.subtract_scores(xq, xk, got_d, past);
-      sc.subtract_scores(xq, xk, got_s, past);
-      const double scale = full_d.cwiseAbs().maxCoeff() + full_s.cwiseAbs().maxCoeff();
-      double err = 0;
-      Index touched = 0;
-      for (Index i = 0; i < rows; ++i) {
-        for (Index j = 0; j < past + rows; ++j) {
-          if (j <= past + i) {
-            err = std::max(err, std::fabs(got_d(i, j) - full_d(i, j)));
-            err = std::max(err, std::fabs(got_s(i, j) - full_s(i, j)));
-          } else {
-            touched += got_d(i, j) != base(i, j);
-            touched += got_s(i, j) != base(i, j);
+  // d = 3: the row-wise kernel of the causal product (k <= 4); d = 11: its GEMM panels.
+  for (Index d : {3, 11}) {
+    const RowVector<double> theta = random_matrix(1, d, 10);
+    const nlb::DiagonalFilter<double> f(theta);
+    const nlb::ScalarFilter<double> sc(0.3);
+    for (Index past : {0, 3, 70}) {
+      for (Index rows : {1, 7, 66}) {
+        const RowMatrix<double> xk = random_matrix(past + rows, d, 11 + past + rows);
+        const RowMatrix<double> xq = xk.bottomRows(rows);
+        const RowMatrix<double> base = random_matrix(rows, past + rows, 12);
+        // Reference: x_i D x_jᵀ from the dense D, a different evaluation order.
+        const RowMatrix<double> full_d = base - xq * f.dense() * xk.transpose();
+        const RowMatrix<double> full_s = base - xq * sc.dense(d) * xk.transpose();
+        RowMatrix<double> got_d = base, got_s = base;
+        f.subtract_scores(xq, xk, got_d, past);
+        sc.subtract_scores(xq, xk, got_s, past);
+        const double scale = full_d.cwiseAbs().maxCoeff() + full_s.cwiseAbs().maxCoeff();
+        double err = 0;
+        Index touched = 0;
+        for (Index i = 0; i < rows; ++i) {
+          for (Index j = 0; j < past + rows; ++j) {
+            if (j <= past + i) {
+              err = std::max(err, std::fabs(got_d(i, j) - full_d(i, j)));
+              err = std::max(err, std::fabs(got_s(i, j) - full_s(i, j)));
+            } else {
+              touched += got_d(i, j) != base(i, j);
+              touched += got_s(i, j) != base(i, j);
+            }
           }
         }
+        BOOST_TEST(err <= tol::attention_double_rel * scale, "past=" << past << " T=" << rows);
+        BOOST_TEST(touched == 0);
       }
-      BOOST_TEST(err <= tol::attention_double_rel * scale, "past=" << past << " T=" << rows);
-      BOOST_TEST(touched == 0);
     }
+    // The self, non-causal form: every entry.
+    const RowMatrix<double> x = random_matrix(9, d, 13);
+    RowMatrix<double> got = RowMatrix<double>::Zero(9, 9);
+    f.subtract_scores(x, got, false);
+    const RowMatrix<double> expected = -x * f.dense() * x.transpose();
+    BOOST_TEST((got - expected).cwiseAbs().maxCoeff() <=
+               tol::attention_double_rel * expected.cwiseAbs().maxCoeff());
   }
-  // The self, non-causal form: every entry.
-  const RowMatrix<double> x = random_matrix(9, d, 13);
-  RowMatrix<double> got = RowMatrix<double>::Zero(9, 9);
-  f.subtract_scores(x, got, false);
-  const RowMatrix<double> expected = -x * f.dense() * x.transpose();
-  BOOST_TEST((got - expected).cwiseAbs().maxCoeff() <=
-             tol::attention_double_rel * expected.cwiseAbs().maxCoeff());
 }
 
 BOOST_AUTO_TEST_CASE(every_eigenvalue_of_s_minus_d_has_non_positive_real_part) {

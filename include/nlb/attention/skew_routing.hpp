@@ -45,6 +45,7 @@ class SkewSymmetricRouting {
     check_rank("SkewSymmetricRouting", rank, d);
     u_ = Factor::Zero(d, rank / 2);
     v_ = Factor::Zero(d, rank / 2);
+    uv_ = RowMatrix<T>::Zero(d, rank);
   }
 
   /// From the factors U, V [d, r]. ShapeError when their shapes differ, or r != Rank / 2 for a
@@ -58,6 +59,8 @@ class SkewSymmetricRouting {
     check_rank("SkewSymmetricRouting", 2 * u.cols(), u.rows());
     u_ = u;
     v_ = v;
+    uv_.resize(u.rows(), 2 * u.cols());
+    uv_ << u_, v_;
   }
 
   /// The best approximation of rank <= `rank` of the skew part A = (M − Mᵀ)/2 of M [d, d] in
@@ -143,9 +146,7 @@ class SkewSymmetricRouting {
   void query_features(const Eigen::Ref<const Activations<T>>& X,
                       Eigen::Ref<RowMatrix<T>> out) const {
     check_features("query_features", X, out);
-    const Index r = u_.cols();
-    out.leftCols(r).noalias() = X * u_;
-    out.rightCols(r).noalias() = X * v_;
+    out.noalias() = X * uv_;  // one GEMM of width Rank
   }
 
   /// k = [X V | −X U] [T, Rank] for X [T, d]: the key side, so x_i S x_jᵀ = q_i · k_j.
@@ -169,18 +170,16 @@ class SkewSymmetricRouting {
     check_dim("SkewSymmetricRouting::scores: input width (d)", features(), X.cols());
     check_dim("SkewSymmetricRouting::scores: output rows (T)", rows, out.rows());
     check_dim("SkewSymmetricRouting::scores: output cols (T)", rows, out.cols());
-    RowMatrix<T> q(rows, rank()), k(rows, rank());
-    query_features(X, q);
-    key_features(X, k);
+    const Index r = u_.cols();
+    RowMatrix<T> q(rows, 2 * r), k(rows, 2 * r);
+    query_features(X, q);  // [X U | X V]
+    k.leftCols(r) = q.rightCols(r);
+    k.rightCols(r) = -q.leftCols(r);
     detail::causal_product<T>(q, k, out, 0);
     for (Index i = 0; i < rows; ++i)
       out(i, i) = T(0);
-    if (!causal) {
-      for (Index i = 0; i < rows; ++i) {
-        for (Index j = 0; j < i; ++j)
-          out(j, i) = -out(i, j);
-      }
-    }
+    if (!causal)
+      detail::mirror_negated<T>(out);
   }
 
  private:
@@ -213,6 +212,7 @@ class SkewSymmetricRouting {
 
   Factor u_;
   Factor v_;
+  RowMatrix<T> uv_;  // [U | V] [d, Rank], for the one-GEMM query features
 };
 
 }  // namespace nlb

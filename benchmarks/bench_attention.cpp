@@ -1,0 +1,210 @@
+// Attention components (issue #5 §6), float, one thread.
+//
+// Scores (the T x T matrix every attention writes):
+//   BM_dense_scores/T          S = q kᵀ for already-projected q, k [T, 64] (one dense head,
+//                              d_h = 64): one [T, 64] x [64, T] GEMM, all T² entries written
+//                              (what DenseAttention does before its causal softmax). The Q/K
+//                              projections are NOT included.
+//   BM_routing_scores<R>/T     SkewSymmetricRouting<float, R>::scores(X, out, causal = true) on
+//                              X [T, 768]: INCLUDES the projections X U, X V (2·T·768·R FLOPs)
+//                              and computes the causal entries j <= i only (T(T+1)/2 written).
+//   BM_routing_scores_full<R>/T  the same with causal = false: the strict lower triangle by GEMM,
+//                              then the upper triangle written as its negation (T² written).
+//   BM_routing_from_features<R>/T  the causal score product alone, on precomputed features
+//                              q, k [T, R] (detail::causal_product, the projections excluded:
+//                              the counterpart of BM_dense_scores).
+//   BM_write_bound/T           std::fill of T² floats: the memory bound of writing the full
+//                              score matrix once (half of it for the causal form).
+// Counter bytes_per_second = score bytes written per second (4 per entry written).
+//
+// One attention head, d_h = 64, q, k, v [T, 64] given (projections excluded):
+//   BM_softmax_attention/T     P = softmax_causal(q kᵀ / 8), out = P v (DenseAttention's
+//                              per-head path: full [T, T] GEMM, row softmax with causal limit,
+//                              [T, T] x [T, 64] GEMM).
+//   BM_linear_attention/T      linear_attention_head: φ = elu + 1 on q, k, chunked prefix sums.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+
+#include "nlb/attention/linear_attention.hpp"
+#include "nlb/attention/skew_routing.hpp"
+#include "nlb/core.hpp"
+#include "nlb/kernels/softmax.hpp"
+
+namespace {
+
+using nlb::Index;
+using nlb::RowMatrix;
+
+constexpr Index kWidth = 768;  // d of the low-rank routing input (GPT-2 small)
+constexpr Index kHead = 64;    // d_h of the dense head
+
+RowMatrix<float> random_matrix(Index rows, Index cols, float scale, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  RowMatrix<float> m(rows, cols);
+  for (Index i = 0; i < m.size(); ++i)
+    m.data()[i] = normal(rng);
+  return m;
+}
+
+void set_bytes(benchmark::State& state, double entries) {
+  state.counters["bytes_per_second"] =
+      benchmark::Counter(entries * sizeof(float), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_write_bound(benchmark::State& state) {
+  const Index t = state.range(0);
+  RowMatrix<float> out = RowMatrix<float>::Zero(t, t);  // touched: no page faults timed
+  float value = 0.0f;
+  for (auto _ : state) {
+    std::fill(out.data(), out.data() + out.size(), value);
+    value += 1.0f;
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, static_cast<double>(t) * static_cast<double>(t));
+}
+
+void BM_dense_scores(benchmark::State& state) {
+  const Index t = state.range(0);
+  const RowMatrix<float> q = random_matrix(t, kHead, 1.0f, 1), k = random_matrix(t, kHead, 1.0f, 2);
+  RowMatrix<float> out = RowMatrix<float>::Zero(t, t);  // touched: no page faults timed
+  for (auto _ : state) {
+    out.noalias() = q * k.transpose();
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, static_cast<double>(t) * static_cast<double>(t));
+}
+
+template <int Rank>
+void routing_scores(benchmark::State& state, bool causal) {
+  const Index t = state.range(0);
+  const nlb::SkewSymmetricRouting<float, Rank> routing(random_matrix(kWidth, Rank / 2, 0.05f, 3),
+                                                       random_matrix(kWidth, Rank / 2, 0.05f, 4));
+  const RowMatrix<float> x = random_matrix(t, kWidth, 1.0f, 5);
+  RowMatrix<float> out = RowMatrix<float>::Zero(t, t);  // touched: no page faults timed
+  for (auto _ : state) {
+    routing.scores(x, out, causal);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double td = static_cast<double>(t);
+  set_bytes(state, causal ? td * (td + 1) / 2 : td * td);
+}
+
+template <int Rank>
+void BM_routing_scores(benchmark::State& state) {
+  routing_scores<Rank>(state, true);
+}
+
+template <int Rank>
+void BM_routing_scores_full(benchmark::State& state) {
+  routing_scores<Rank>(state, false);
+}
+
+template <int Rank>
+void BM_routing_from_features(benchmark::State& state) {
+  const Index t = state.range(0);
+  const RowMatrix<float> q = random_matrix(t, Rank, 1.0f, 9), k = random_matrix(t, Rank, 1.0f, 10);
+  RowMatrix<float> out = RowMatrix<float>::Zero(t, t);
+  for (auto _ : state) {
+    nlb::detail::causal_product<float>(q, k, out, 0);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double td = static_cast<double>(t);
+  set_bytes(state, td * (td + 1) / 2);
+}
+
+void BM_softmax_attention(benchmark::State& state) {
+  const Index t = state.range(0);
+  const RowMatrix<float> q = random_matrix(t, kHead, 1.0f, 6), k = random_matrix(t, kHead, 1.0f, 7),
+                         v = random_matrix(t, kHead, 1.0f, 8);
+  RowMatrix<float> scores = RowMatrix<float>::Zero(t, t), out(t, kHead);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHead));
+  for (auto _ : state) {
+    scores.noalias() = (q * k.transpose()) * scale;
+    for (Index i = 0; i < t; ++i)
+      nlb::kernels::softmax(nlb::backend::cpu{}, scores.row(i).data(), t, i + 1);
+    out.noalias() = scores * v;
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, static_cast<double>(t) * static_cast<double>(t));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * t);
+}
+
+void BM_linear_attention(benchmark::State& state) {
+  const Index t = state.range(0);
+  const RowMatrix<float> q = random_matrix(t, kHead, 1.0f, 6), k = random_matrix(t, kHead, 1.0f, 7),
+                         v = random_matrix(t, kHead, 1.0f, 8);
+  RowMatrix<float> out(t, kHead);
+  for (auto _ : state) {
+    nlb::linear_attention_head<float>(nlb::backend::cpu{}, q, k, v, out);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * t);
+}
+
+}  // namespace
+
+BENCHMARK(BM_write_bound)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_dense_scores)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_routing_scores, 2)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_routing_scores, 8)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_routing_scores, 32)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_routing_from_features, 2)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_routing_from_features, 8)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_routing_from_features, 32)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_routing_scores_full, 2)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_routing_scores_full, 8)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(BM_routing_scores_full, 32)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_softmax_attention)
+    ->RangeMultiplier(2)
+    ->Range(128, 4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_linear_attention)->RangeMultiplier(2)->Range(128, 4096)->Unit(benchmark::kMicrosecond);
+
+BENCHMARK_MAIN();
