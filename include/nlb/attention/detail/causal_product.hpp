@@ -20,8 +20,9 @@ inline constexpr Index causal_rowwise_max_k = 4;
 /// out(i, j) = a.row(i) · b.row(j) (or out(i, j) += … with accumulate) for 0 <= j <= past + i,
 /// with a [T, k] the queries' features (query i sits at position past + i) and b [past + T, k]
 /// the keys'. Entries with j > past + i are not written.
-/// k <= 4 (low-rank routing, Rank <= 4): row by row, out(i, 0..past+i) = Σ_c a(i, c) · bᵀ(c, 0..past+i),
-/// k vectorized passes over a row in L1, so the T x T result is written to memory once.
+/// k <= 4 (low-rank routing, Rank <= 4): row by row, out(i, :n) = Σ_c a(i, c) · bᵀ(c, :n) with
+/// n = past + i + 1, k vectorized passes over a row in L1, so the result is written to memory
+/// once.
 /// Larger k: panels of 64 query rows, the keys strictly before the panel's first position in
 /// one GEMM, the panel's own 64 x 64 triangle through a small stack buffer.
 /// Cost: about (past + T/2)·T·k multiply-adds, T·(past + T/2) entries written.
