@@ -1,0 +1,286 @@
+// The MLP budget pipeline (analysis/budget.hpp): the staged forward against Transformer::forward,
+// split discipline (eval data never reaches the fit and label stages), the joint calibration
+// meeting its budget on the label set (re-measured by plain forward passes), bootstrap, no-fly
+// lists, and the errors for short inputs and missing taps.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "error_message.hpp"
+#include "nlb/analysis/budget.hpp"
+#include "nlb/io/token_file.hpp"
+#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/loss.hpp"
+#include "tolerances.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace tol = nlb::test::tol;
+const fs::path source_dir = NLB_SOURCE_DIR;
+using Model = nlb::Transformer<float>;
+
+Model tiny_gpt2() {
+  return nlb::load_model<float>(source_dir / "models/tiny-gpt2");
+}
+std::vector<std::int32_t> text(const std::string& name) {
+  return nlb::io::read_text_tokens(source_dir / "data" / name);
+}
+std::vector<std::int32_t> first(const std::vector<std::int32_t>& t, std::size_t n) {
+  return {t.begin(), t.begin() + static_cast<std::ptrdiff_t>(n)};
+}
+
+// A small protocol: fast, but every stage runs.
+nlb::BudgetProtocol small_protocol() {
+  nlb::BudgetProtocol p;
+  p.fit_tokens = 1000;
+  p.label_tokens = 2000;
+  p.bootstrap_resamples = 200;
+  p.calibration_step = 0.1;
+  p.timing_windows = 2;
+  p.timing_repetitions = 1;
+  p.no_fly_min_count = 3;
+  return p;
+}
+
+// A model whose forward never fires the MLP taps.
+struct Silent {
+  using Scalar = float;
+  nlb::ModelConfig c;
+  nlb::Index layer_count() const { return 2; }
+  const nlb::ModelConfig& config() const { return c; }
+  template <class Taps>
+  void forward(std::span<const std::int32_t> t, nlb::RowMatrix<float>& logits, Taps&&) const {
+    logits.setZero(static_cast<nlb::Index>(t.size()), 4);
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(staged_forward_equals_transformer_forward) {
+  Model model = tiny_gpt2();
+  const auto tokens = first(text("kjv-eval.txt"), 128);
+  nlb::RowMatrix<float> expected, got;
+  model.forward(tokens, expected);
+  nlb::StagedForward<float> staged(model);
+  Model::Stream x;
+  staged.embed(tokens, x);
+  staged.layers(x, 0, 2);
+  staged.layers(x, 2, model.layer_count());
+  staged.head(x, got);
+  BOOST_REQUIRE_EQUAL(got.rows(), expected.rows());
+  BOOST_CHECK(got == expected);  // the same operations: bit for bit
+}
+
+BOOST_AUTO_TEST_CASE(variants_reuse_the_prefix_and_restore_the_model) {
+  Model model = tiny_gpt2();
+  const auto fit_tokens = text("kjv-fit.txt");
+  const auto tokens = first(text("kjv-eval.txt"), 4 * 128);
+  auto protocol = small_protocol();
+  const auto fit = nlb::fit_surrogates(model, fit_tokens, protocol);
+  // Variant: layer 2 linear. Reference: a copy of the model with that slot replaced, run
+  // through plain Transformer::forward (no prefix reuse).
+  std::vector<nlb::MlpVariant<float>> variants(1);
+  variants[0].replace.emplace_back(2, nlb::linear_slot(fit.surrogates[2]));
+  const auto r = nlb::measure_variants(model, tokens, 4, 128, variants, true);
+  Model changed = model;
+  changed.layers()[2].mlp() = nlb::MlpSlot<float>(fit.surrogates[2]);
+  const auto ref = nlb::evaluate_perplexity(changed, tokens, 128);
+  const auto base = nlb::evaluate_perplexity(model, tokens, 128);  // model restored?
+  for (nlb::Index w = 0; w < 4; ++w) {
+    BOOST_CHECK_LE(std::fabs(r.window_sum(r.variant[0], w) - ref.window_loss_sums[w]),
+                   tol::budget_same_path_abs);
+    BOOST_CHECK_LE(std::fabs(r.window_sum(r.base, w) - base.window_loss_sums[w]),
+                   tol::budget_same_path_abs);
+  }
+  BOOST_CHECK(model.layers()[2].mlp().is_full());
+  BOOST_CHECK_EQUAL(r.counts[0][2].linear, 4 * 128);
+}
+
+BOOST_AUTO_TEST_CASE(split_discipline_eval_data_reaches_only_eval_numbers) {
+  // The same fit and label texts with two different eval (and cross) texts: the real one and
+  // random bytes. Everything computed from fit and label data must be identical; the eval
+  // numbers must change.
+  const auto fit_tokens = text("kjv-fit.txt");
+  const auto label_tokens = text("kjv-label.txt");
+  const auto real_eval = first(text("kjv-eval.txt"), 12 * 128);
+  const auto real_cross = first(text("jargon-eval.txt"), 12 * 128);
+  std::mt19937 rng(5);
+  std::vector<std::int32_t> garbage(12 * 128);
+  for (auto& t : garbage)
+    t = static_cast<std::int32_t>(rng() % 256);
+  const auto protocol = small_protocol();
+  Model model = tiny_gpt2();
+  const auto a = nlb::run_budget(model, fit_tokens, label_tokens, real_eval, real_cross, protocol);
+  const auto b = nlb::run_budget(model, fit_tokens, label_tokens, garbage, garbage, protocol);
+  const auto layers = static_cast<std::size_t>(model.layer_count());
+  for (std::size_t l = 0; l < layers; ++l) {
+    BOOST_CHECK_EQUAL(a.fit.reports[l].r2, b.fit.reports[l].r2);
+    BOOST_CHECK(a.fit.surrogates[l].weight() == b.fit.surrogates[l].weight());
+    BOOST_CHECK(a.label.delta[l] == b.label.delta[l]);
+    BOOST_CHECK(a.label.gates[l].gate.folded_weight() == b.label.gates[l].gate.folded_weight());
+    BOOST_CHECK_EQUAL(a.label.gates[l].holdout_auc, b.label.gates[l].holdout_auc);
+    BOOST_CHECK_EQUAL(a.label.probes[l].embedding, b.label.probes[l].embedding);
+    BOOST_CHECK_EQUAL(a.label.probes[l].context, b.label.probes[l].context);
+  }
+  BOOST_REQUIRE_EQUAL(a.label.calibration.path.size(), b.label.calibration.path.size());
+  for (std::size_t b_i = 0; b_i < protocol.budgets_pct.size(); ++b_i)
+    BOOST_CHECK(a.label.joint[b_i].thresholds == b.label.joint[b_i].thresholds);
+  BOOST_CHECK_EQUAL(a.label.baseline_ppl, b.label.baseline_ppl);
+  // The eval stage did read the eval text.
+  BOOST_CHECK_NE(a.eval.baseline_ppl, b.eval.baseline_ppl);
+  BOOST_CHECK_GT(b.eval.baseline_ppl, 2 * a.eval.baseline_ppl);  // random bytes are surprising
+  BOOST_CHECK_NE(a.eval.layers[1].all_linear_ppl, b.eval.layers[1].all_linear_ppl);
+  BOOST_CHECK_NE(a.no_fly.cross_baseline_ppl, b.no_fly.cross_baseline_ppl);
+}
+
+BOOST_AUTO_TEST_CASE(joint_calibration_meets_its_budget_on_the_label_set) {
+  const auto fit_tokens = text("kjv-fit.txt");
+  const auto label_tokens = text("kjv-label.txt");
+  const auto eval = first(text("kjv-eval.txt"), 4 * 128);
+  auto protocol = small_protocol();
+  protocol.budgets_pct = {0.5, 2.0};
+  Model model = tiny_gpt2();
+  const auto r = nlb::run_budget(model, fit_tokens, label_tokens, eval, eval, protocol);
+  const auto& path = r.label.calibration.path;
+  BOOST_REQUIRE_GE(path.size(), 2u);  // at least one step fits a 2% budget
+  const auto gates = r.label.plain_gates();
+  const nlb::Index n = protocol.label_tokens;
+  const auto windows = protocol.label_windows();
+  for (std::size_t b = 0; b < protocol.budgets_pct.size(); ++b) {
+    const auto& state = r.label.joint[b];
+    const double budget = protocol.budgets_pct[b];
+    BOOST_CHECK_LE(state.label_delta_pct, budget);
+    // Re-measure independently: a model copy with the gated slots, plain forward per window.
+    Model gated = model;
+    for (std::size_t l = 0; l < gates.size(); ++l) {
+      if (state.fractions[l] <= 0)
+        continue;
+      auto g = gates[l];
+      g.set_threshold(static_cast<float>(state.thresholds[l]));
+      gated.layers()[l].mlp() = nlb::gated_slot(model.layers()[l].mlp(), r.fit.surrogates[l], g);
+    }
+    double sum_gated = 0, sum_base = 0;
+    nlb::Index counted = 0;
+    nlb::RowMatrix<float> logits;
+    for (nlb::Index w = 0; w < windows && counted < n; ++w) {
+      const std::span<const std::int32_t> win(label_tokens.data() + w * 128, 128);
+      gated.forward(win, logits);
+      const auto lg = nlb::next_token_losses(logits, win);
+      model.forward(win, logits);
+      const auto lb = nlb::next_token_losses(logits, win);
+      for (std::size_t i = 0; i < lg.size() && counted < n; ++i, ++counted) {
+        sum_gated += lg[i];
+        sum_base += lb[i];
+      }
+    }
+    const double delta = 100.0 * std::expm1((sum_gated - sum_base) / static_cast<double>(n));
+    BOOST_TEST_MESSAGE("budget " << budget << "%: label delta " << state.label_delta_pct
+                                 << "% (re-measured " << delta << "%)");
+    BOOST_CHECK_LE(std::fabs(delta - state.label_delta_pct), tol::budget_same_path_abs);
+    BOOST_CHECK_LE(delta, budget);
+    // Where the path went further, the next step broke this budget (the greedy's stop rule).
+    std::size_t i = 0;
+    while (i + 1 < path.size() && path[i + 1].label_delta_pct <= budget)
+      ++i;
+    BOOST_CHECK(path[i].fractions == state.fractions);
+    if (i + 1 < path.size())
+      BOOST_CHECK_GT(path[i + 1].label_delta_pct, budget);
+  }
+  // FLOP accounting against the closed form of PAPERS §A5 for the last budget.
+  const auto& j = r.eval.joint.back();
+  const double d = 128, h = 512, L = 4;
+  double saved = 0;
+  for (std::size_t l = 0; l < 4; ++l)
+    if (r.label.joint.back().fractions[l] > 0)
+      saved += j.layer_linear_fraction[l] * (4 * d * h - 2 * d * d) - 2 * d;
+  BOOST_CHECK_CLOSE(j.flops.mlp_pct, 100 * saved / (L * 4 * d * h), 1e-9);
+}
+
+BOOST_AUTO_TEST_CASE(bootstrap_interval_properties) {
+  // Every window changes by the same amount: every resample gives the same Δ%, so the interval
+  // collapses onto the closed form 100 (exp(diff / tokens) − 1).
+  const std::vector<double> base{10, 12, 9, 11, 13};
+  std::vector<double> same_shift;
+  for (double v : base)
+    same_shift.push_back(v + 0.5);
+  const auto flat = nlb::bootstrap_delta_pct(base, same_shift, 100, 500, 1);
+  const double expected = 100 * std::expm1(0.5 / 100);
+  BOOST_CHECK_CLOSE(flat.value, expected, 1e-10);
+  BOOST_CHECK_CLOSE(flat.low, expected, 1e-10);
+  BOOST_CHECK_CLOSE(flat.high, expected, 1e-10);
+  // Unequal changes: the interval brackets the estimate, the seed fixes the draws.
+  const std::vector<double> varied{10.1, 12.9, 9.0, 11.4, 13.2};
+  const auto a = nlb::bootstrap_delta_pct(base, varied, 100, 1000, 7);
+  const auto b = nlb::bootstrap_delta_pct(base, varied, 100, 1000, 7);
+  const auto c = nlb::bootstrap_delta_pct(base, varied, 100, 1000, 8);
+  BOOST_CHECK_LT(a.low, a.value);
+  BOOST_CHECK_GT(a.high, a.value);
+  BOOST_CHECK_EQUAL(a.low, b.low);
+  BOOST_CHECK_EQUAL(a.high, b.high);
+  BOOST_CHECK(a.low != c.low || a.high != c.high);
+  // The extreme resamples bound the interval: all draws of the smallest / largest window diff.
+  BOOST_CHECK_GE(a.low, 100 * std::expm1(0.0 / 100));
+  BOOST_CHECK_LE(a.high, 100 * std::expm1(1.1 / 100));
+}
+
+BOOST_AUTO_TEST_CASE(no_fly_lists_and_correlation) {
+  // Two windows of context 3 (2 predicted positions each): tokens at rows 0, 1 are the inputs.
+  const std::vector<std::int32_t> tokens{5, 7, 9, 5, 5, 1};
+  const std::vector<double> delta{0.1, 0.3, 0.2, 0.0};
+  const auto m = nlb::token_delta_means(tokens, delta, 3);
+  BOOST_REQUIRE_EQUAL(m.size(), 2u);
+  BOOST_CHECK_EQUAL(m[0].token, 5);
+  BOOST_CHECK_EQUAL(m[0].count, 3);
+  BOOST_CHECK_CLOSE(m[0].mean, (0.1 + 0.2 + 0.0) / 3, 1e-12);
+  BOOST_CHECK_EQUAL(m[1].token, 7);
+  BOOST_CHECK_CLOSE(m[1].mean, 0.3, 1e-12);
+  // Correlation: b's means are an affine function of a's (r = 1), then reversed (r = −1).
+  std::vector<nlb::TokenDelta> a, b, c;
+  for (int t = 0; t < 6; ++t) {
+    a.push_back({t, 0.01 * t * t, 20});
+    b.push_back({t, 3 + 2 * 0.01 * t * t, 15});
+    c.push_back({t, -0.01 * t * t, 15});
+  }
+  b.push_back({9, 1.0, 2});  // too rare: on no list, not correlated
+  const auto ab = nlb::compare_no_fly(a, b, 0.05, 10);
+  BOOST_CHECK_CLOSE(ab.correlation, 1.0, 1e-9);
+  BOOST_CHECK_EQUAL(ab.common_tokens, 6);
+  BOOST_CHECK_EQUAL(ab.no_fly_a.size(), 3u);  // 0.09, 0.16, 0.25
+  BOOST_CHECK_EQUAL(ab.no_fly_a.front().token, 5);
+  BOOST_CHECK_EQUAL(ab.no_fly_b.size(), 6u);  // every mean ≥ 3
+  BOOST_CHECK_EQUAL(ab.overlap, 3);
+  BOOST_CHECK_CLOSE(nlb::compare_no_fly(a, c, 0.05, 10).correlation, -1.0, 1e-9);
+}
+
+BOOST_AUTO_TEST_CASE(short_inputs_and_missing_taps_are_clear_errors) {
+  Model model = tiny_gpt2();
+  const auto protocol = small_protocol();
+  const auto fit_tokens = text("kjv-fit.txt");
+  const auto short_label = first(text("kjv-label.txt"), 500);
+  const auto eval = first(text("kjv-eval.txt"), 256);
+  const auto msg = nlb::test::error_message<nlb::ArgumentError>([&] {
+    nlb::run_budget(model, fit_tokens, short_label, eval, eval, protocol, {},
+                    {"fit", "label file L.txt", "eval", "cross"});
+  });
+  BOOST_TEST_MESSAGE(msg);
+  BOOST_CHECK(msg.find("label file L.txt") != std::string::npos);
+  BOOST_CHECK(msg.find("expected at least 2048 tokens") != std::string::npos);  // 16 windows
+  BOOST_CHECK(msg.find("found 500 tokens") != std::string::npos);
+  auto bad = protocol;
+  bad.budgets_pct = {1.0, 0.0};
+  const auto budget_msg = nlb::test::error_message<nlb::ArgumentError>(
+      [&] { nlb::run_budget(model, fit_tokens, fit_tokens, eval, eval, bad); });
+  BOOST_CHECK(budget_msg.find("budget_pct") != std::string::npos);
+
+  Silent silent;
+  silent.c.d_model = 8;
+  const auto taps_msg = nlb::test::error_message<nlb::FormatError>(
+      [&] { nlb::collect_ridge_stats(silent, fit_tokens, 128, 300); });
+  BOOST_TEST_MESSAGE(taps_msg);
+  BOOST_CHECK(taps_msg.find("MLP taps") != std::string::npos);
+  BOOST_CHECK(taps_msg.find("layer 0") != std::string::npos);
+  BOOST_CHECK(taps_msg.find("expected 300 (x, y) rows, found 0") != std::string::npos);
+}
