@@ -25,6 +25,11 @@ commands:
             [--context N] [--fit-tokens N] [--label-tokens N] [--lambda L]
             [--budget-pct P ...] [--seed S] [--out DIR] [--json] [--tokens [--token-dtype u32]]
             (no arguments: the shipped model and texts, report in ./budget-report)
+  spectrum  routing/filtering spectrum of every attention head, the spectral cascade, and
+            with a text the PPL of the attention conversions (PAPERS §B, docs/attention_spectrum.md)
+            [--model DIR] [--text FILE | --tokens FILE [--token-dtype u32]] [--context N]
+            [--max-windows K (default 32; 0: all)] [--out DIR (default ./spectrum-report)]
+            [--json]
 
 --model defaults to the shipped models/tiny-gpt2. Errors go to stderr with a non-zero exit:
 1 for bad input files or data, 2 for a wrong command line.
