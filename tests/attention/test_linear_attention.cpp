@@ -160,9 +160,8 @@ BOOST_AUTO_TEST_CASE(bad_input_raises_typed_errors) {
   auto bad = w;
   bad.b_qkv = nlb::RowVector<double>::Zero(3 * d - 1);
   BOOST_CHECK_THROW(nlb::LinearAttention<double>(bad, 2), nlb::ShapeError);
-  BOOST_CHECK_THROW((nlb::LinearAttention<double, 16>(
-                        nlb::AttentionWeights<double, 16>{w.w_qkv, w.b_qkv, w.w_out, w.b_out}, 2)),
-                    nlb::ShapeError);
+  // (A fixed-width LinearAttention<double, 16> cannot be given 8-wide weights at all: the
+  // AttentionWeights<double, 16> aggregate's inline w_out would be copied from the wrong size.)
   const nlb::LinearAttention<double> attn(w, 2);
   nlb::LinearAttention<double>::Workspace ws;
   RowMatrix<double> x = RowMatrix<double>::Ones(4, d), y(4, d), y_bad(3, d);

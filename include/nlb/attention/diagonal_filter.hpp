@@ -26,12 +26,9 @@ class DiagonalFilter {
 
   DiagonalFilter() = default;
 
-  /// θ [d]. ShapeError when d differs from a fixed D or is 0.
-  explicit DiagonalFilter(const Eigen::Ref<const RowVector<T>>& theta) : theta_(theta) {
-    if constexpr (D != Dynamic)
-      check_dim("DiagonalFilter: theta size (compile-time d)", D, theta.size());
-    if (theta.size() == 0)
-      throw ShapeError(detail::expected_found("DiagonalFilter: theta size", "d >= 1", 0));
+  /// θ [d]. ShapeError when d differs from a fixed D or is 0 (checked before θ is copied: a
+  /// fixed-size copy of the wrong size would be undefined behaviour in release builds).
+  explicit DiagonalFilter(const Eigen::Ref<const RowVector<T>>& theta) : theta_(checked(theta)) {
     diagonal_ = theta_;
     kernels::softplus(Backend{}, diagonal_.data(), diagonal_.size());
   }
@@ -103,6 +100,15 @@ class DiagonalFilter {
   }
 
  private:
+  static const Eigen::Ref<const RowVector<T>>& checked(
+      const Eigen::Ref<const RowVector<T>>& theta) {
+    if constexpr (D != Dynamic)
+      check_dim("DiagonalFilter: theta size (compile-time d)", D, theta.size());
+    if (theta.size() == 0)
+      throw ShapeError(detail::expected_found("DiagonalFilter: theta size", "d >= 1", 0));
+    return theta;
+  }
+
   RowVector<T, D> theta_;
   RowVector<T, D> diagonal_;
 };
