@@ -324,3 +324,27 @@ BOOST_AUTO_TEST_CASE(fixed_block_refuses_a_linearized_layer) {
   BOOST_CHECK_NO_THROW(
       (nlb::make_fixed_block<double, 128, 512, nlb::GeluTanh>(w.config, w.blocks[0])));
 }
+
+// tests/fixtures/tiny-gpt2-lin-ft: tiny-gpt2 with layer 1 linearized by `nlb linearize`, then
+// fine-tuned by tools/python/finetune_linearized.py (PAPERS §A6); finetune.json holds PyTorch's
+// float64 perplexities of the written model.
+BOOST_AUTO_TEST_CASE(pytorch_finetuned_linearized_model_reproduces_pytorch_ppl) {
+  const fs::path dir = source_dir / "tests/fixtures/tiny-gpt2-lin-ft";
+  BOOST_REQUIRE_MESSAGE(fs::exists(dir / "finetune.json"), "missing fixture " << dir);
+  std::ifstream in(dir / "finetune.json");
+  const auto j = nlohmann::json::parse(in);
+  const double want = j.at("after").at("ppl_8_windows").get<double>();
+  const auto tokens = nlb::io::read_text_tokens(source_dir / "data/kjv-eval.txt");
+
+  const auto model = nlb::load_model<float>(dir);
+  BOOST_TEST((model.config().mlp_kind(1) == nlb::MlpKind::linear));
+  const auto r = nlb::evaluate_perplexity(model, tokens, 128, 8);
+  BOOST_TEST(r.windows == 8);
+  BOOST_TEST(std::abs(r.ppl / want - 1.0) <= nlb::test::tol::model_ppl_rel,
+             "float PPL " << r.ppl << " vs PyTorch " << want);
+
+  const auto model64 = nlb::load_model<double>(dir);
+  const auto r64 = nlb::evaluate_perplexity(model64, tokens, 128, 8);
+  BOOST_TEST(std::abs(r64.ppl / want - 1.0) <= nlb::test::tol::model_f64_rel,
+             "double PPL " << r64.ppl << " vs PyTorch " << want);
+}

@@ -147,4 +147,16 @@ inline constexpr double budget_r2_abs = 1e-4;
 // order of the double sum of per-position losses.
 inline constexpr double budget_same_path_abs = 1e-9;
 
+// ---- linearized models and nlb linearize (issue 4, H5) ----------------------------------
+// `nlb eval` of a written linearized model vs the same model swapped in memory: the same float
+// operations on the same values (the surrogate is stored F32, which is what the in-memory copy
+// is cast to); only the JSON printing of the PPL lies between, and nlohmann prints doubles
+// round-trip exactly. A few ulp of slack, not a numerical bound.
+inline constexpr double linearize_same_ops_rel = 1e-14;
+// Fit R² of the streamed co-moment fit (C++, taps of the double model) vs PyTorch's SVD fit with
+// residuals (taps of the float64 torch model): the taps differ by summation order (~1e-15
+// relative); R² = 1 − SSE/SST moves by O(κ ε) with κ = cond(Cxx + λI) ≤ e_max/λ ≈ 1e6 here,
+// so ≲ 1e-10. Measured on tiny-gpt2 layer 1: equal to all 16 printed digits. Bound 1e-9.
+inline constexpr double linearize_r2_vs_pytorch_abs = 1e-9;
+
 }  // namespace nlb::test::tol

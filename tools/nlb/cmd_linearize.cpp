@@ -1,10 +1,404 @@
-// nlb linearize: placeholder until its issue lands (replaced by the owner of this file).
+// nlb linearize: write a model directory in which chosen layers' MLPs are their float64 ridge
+// surrogates (PAPERS §A1) or gated MLPs from `nlb budget`'s gates file (PAPERS §A3), for
+// `nlb eval`, load_model and tools/python/finetune_linearized.py (PAPERS §A6).
+// File format and what is fitted how: docs/linearize.md.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "common.hpp"
+#include "nlb/analysis/tap_collection.hpp"
+#include "nlb/io/safetensors.hpp"
+#include "nlb/io/safetensors_writer.hpp"
+#include "nlb/mlp/ridge_surrogate.hpp"
+#include "nlb/model/hf_loader.hpp"
 
 namespace nlb::cli {
 
-int run_linearize(const std::vector<std::string>& /*argv*/) {
-  throw UsageError("the linearize command is not built yet");
+namespace {
+
+namespace fs = std::filesystem;
+
+// "1", "0,2", "1-3", "0,2-3": sorted, distinct, each in [0, n_layers).
+std::vector<Index> parse_layers(const std::string& text, Index n_layers) {
+  auto bad = [&](const std::string& why) {
+    return UsageError("--layers \"" + text + "\": " + why + " (expected a comma-separated list " +
+                      "of layer indices or ranges a-b in [0, " + std::to_string(n_layers) + "))");
+  };
+  auto number = [&](const std::string& s) {
+    if (s.empty() || s.size() > 9 ||
+        !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      throw bad("\"" + s + "\" is not a layer index");
+    }
+    const Index v = std::stoll(s);
+    if (v >= n_layers)
+      throw bad("layer " + s + " does not exist");
+    return v;
+  };
+  std::set<Index> layers;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::size_t dash = item.find('-');
+    const Index first = number(item.substr(0, dash));
+    const Index last = dash == std::string::npos ? first : number(item.substr(dash + 1));
+    if (last < first)
+      throw bad("range " + item + " runs backwards");
+    for (Index l = first; l <= last; ++l) {
+      if (!layers.insert(l).second)
+        throw bad("layer " + std::to_string(l) + " is listed twice");
+    }
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  return {layers.begin(), layers.end()};
+}
+
+// One layer's new MLP parts, in double: y = x W + b, and for a gated layer the folded gate.
+struct LayerParts {
+  Eigen::MatrixXd weight;   // [d, d]
+  Eigen::RowVectorXd bias;  // [d]
+  bool gated = false;
+  Eigen::RowVectorXd gate_weight;  // [d]
+  double gate_bias = 0.0;
+  double gate_threshold = 0.0;
+  double r2 = std::numeric_limits<double>::quiet_NaN();  // fit R² (fitted surrogates only)
+};
+
+// The safetensors files of a model directory (one file or the shards of an index).
+std::vector<io::SafetensorsFile> open_weights(const fs::path& dir) {
+  std::vector<io::SafetensorsFile> files;
+  if (fs::exists(dir / "model.safetensors")) {
+    files.push_back(io::SafetensorsFile::open(dir / "model.safetensors"));
+    return files;
+  }
+  const fs::path index = dir / "model.safetensors.index.json";
+  std::ifstream in(index);
+  if (!in)
+    throw FormatError(dir.string() + ": no model.safetensors or model.safetensors.index.json");
+  std::set<std::string> shards;
+  try {
+    for (const auto& [tensor, shard] : nlohmann::json::parse(in).at("weight_map").items())
+      shards.insert(shard.get<std::string>());
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(index.string() + ": expected a JSON object with a weight_map: " + e.what());
+  }
+  for (const auto& shard : shards)
+    files.push_back(io::SafetensorsFile::open(dir / shard));
+  return files;
+}
+
+// Copies tensor `name` of `file` into `out` in its own dtype (values are exact in double).
+void copy_tensor(const io::SafetensorsFile& file, const io::TensorInfo& t,
+                 io::SafetensorsWriter& out) {
+  if (io::is_floating(t.dtype)) {
+    out.add(t.name, t.dtype, t.shape, file.read<double>(t.name));
+  } else {
+    out.add_int(t.name, t.dtype, t.shape, file.read<std::int64_t>(t.name));
+  }
+}
+
+// The gates file of `nlb budget`: per layer surrogate and folded gate (docs/linearize.md).
+LayerParts read_gate_layer(const io::SafetensorsFile& gates, Index layer, Index d) {
+  const std::string p = "layers." + std::to_string(layer) + ".";
+  const std::string file = gates.path().string();
+  for (const char* name :
+       {"surrogate.weight", "surrogate.bias", "gate.weight", "gate.bias", "gate.threshold"}) {
+    if (!gates.contains(p + name)) {
+      throw FormatError(file + ": missing tensor \"" + p + name + "\" (layer " +
+                        std::to_string(layer) + " is listed in --layers)");
+    }
+  }
+  LayerParts parts;
+  parts.gated = true;
+  parts.weight = gates.read_matrix<double>(p + "surrogate.weight", d, d);
+  parts.bias = gates.read_row_vector<double>(p + "surrogate.bias", d);
+  parts.gate_weight = gates.read_row_vector<double>(p + "gate.weight", d);
+  parts.gate_bias = gates.read_row_vector<double>(p + "gate.bias", 1)(0);
+  parts.gate_threshold = gates.read_row_vector<double>(p + "gate.threshold", 1)(0);
+  return parts;
+}
+
+// Fits the listed layers' surrogates on the fit tokens, with the model in double (PAPERS §A1).
+std::vector<LayerParts> fit_surrogates(const fs::path& model_dir, const Args& args,
+                                       const ModelConfig& config,
+                                       const std::vector<Index>& layers) {
+  std::vector<std::int32_t> tokens;
+  if (args.has("fit-tokens-file")) {
+    const std::string dtype = args.get("token-dtype", "u16");
+    if (dtype != "u16" && dtype != "u32")
+      throw UsageError("--token-dtype: expected u16 or u32, found \"" + dtype + "\"");
+    tokens = io::read_token_file(args.get("fit-tokens-file"),
+                                 dtype == "u16" ? io::TokenDType::U16 : io::TokenDType::U32,
+                                 config.vocab_size);
+  } else {
+    if (config.vocab_size > 256) {
+      throw UsageError("--fit-text reads bytes as tokens, but this model's vocabulary has " +
+                       std::to_string(config.vocab_size) +
+                       " entries: pass --fit-tokens-file FILE (uint16, or --token-dtype u32)");
+    }
+    tokens =
+        io::read_text_tokens(args.get("fit-text", (source_dir() / "data/kjv-fit.txt").string()));
+  }
+  const Index context =
+      args.integer("context", std::min<Index>(128, config.n_positions), 2, config.n_positions);
+  const Index positions = args.integer("fit-tokens", 10000, 2, 1LL << 40);
+  const double lambda = args.real("lambda", 0.01, 1e-300, 1e300);
+  const Index needed = (positions + context - 1) / context * context;
+  if (static_cast<Index>(tokens.size()) < needed) {
+    throw ArgumentError(detail::expected_found("fit tokens: " + std::to_string(positions) +
+                                                   " positions in windows of " +
+                                                   std::to_string(context) + " need",
+                                               std::to_string(needed) + " tokens", tokens.size()));
+  }
+  const auto model = load_model<double>(model_dir);
+  const Progress progress("linearize: fit windows");
+  const auto stats = collect_ridge_stats(model, tokens, context, positions, progress);
+  std::vector<LayerParts> out;
+  for (Index layer : layers) {
+    RidgeSurrogate<double> surrogate;
+    const RidgeFitReport report = surrogate.fit(stats[static_cast<std::size_t>(layer)], lambda);
+    LayerParts parts;
+    parts.weight = surrogate.weight();
+    parts.bias = surrogate.bias();
+    parts.r2 = report.r2;
+    out.push_back(std::move(parts));
+  }
+  return out;
+}
+
+// Files a Hugging Face model directory may hold besides its weights and config, copied as is.
+bool is_companion_file(const std::string& name) {
+  static const std::set<std::string> names{"tokenizer.json",
+                                           "tokenizer_config.json",
+                                           "vocab.json",
+                                           "merges.txt",
+                                           "vocab.txt",
+                                           "special_tokens_map.json",
+                                           "added_tokens.json",
+                                           "tokenizer.model",
+                                           "generation_config.json",
+                                           "README.md"};
+  return names.count(name) > 0;
+}
+
+bool is_nonempty_dir(const fs::path& p) {
+  return fs::is_directory(p) && fs::directory_iterator(p) != fs::directory_iterator();
+}
+
+}  // namespace
+
+int run_linearize(const std::vector<std::string>& argv) {
+  const Args args(argv,
+                  {"model", "layers", "gates", "out", "fit-text", "fit-tokens-file", "token-dtype",
+                   "fit-tokens", "context", "lambda"},
+                  {"force"});
+  const fs::path model_dir = args.get("model", default_model().string());
+  const fs::path out_dir = args.get("out");
+  const bool gated = args.has("gates");
+  if (gated) {
+    for (const char* option :
+         {"fit-text", "fit-tokens-file", "token-dtype", "fit-tokens", "context", "lambda"}) {
+      if (args.has(option)) {
+        throw UsageError(std::string("--") + option +
+                         " sets how surrogates are fitted; with --gates they come from the file");
+      }
+    }
+  }
+  if (args.has("fit-text") && args.has("fit-tokens-file"))
+    throw UsageError("pass at most one of --fit-text FILE and --fit-tokens-file FILE");
+
+  // The output is checked before any work, and never the model directory itself.
+  if (fs::exists(out_dir)) {
+    if (fs::exists(model_dir) && fs::equivalent(out_dir, model_dir))
+      throw UsageError("--out " + out_dir.string() + " is the model directory itself");
+    if (!fs::is_directory(out_dir))
+      throw UsageError("--out " + out_dir.string() + " exists and is not a directory");
+    if (is_nonempty_dir(out_dir) && !args.flag("force")) {
+      throw UsageError("--out " + out_dir.string() +
+                       " exists and is not empty (pass --force to replace it)");
+    }
+  }
+
+  if (!fs::is_directory(model_dir))
+    throw FormatError(model_dir.string() + ": not a model directory");
+  const fs::path config_path = model_dir / "config.json";
+  const ModelConfig config = read_hf_config(config_path);
+  if (config.architecture != Architecture::gpt2 && config.architecture != Architecture::gpt_neox) {
+    throw ArgumentError(config_path.string() +
+                        ": nlb linearize handles model_type \"gpt2\" and \"gpt_neox\"");
+  }
+  const std::vector<Index> layers = parse_layers(args.get("layers"), config.n_layers);
+  for (Index layer : layers) {
+    if (config.mlp_kind(layer) != MlpKind::full) {
+      throw ArgumentError(detail::expected_found(
+          config_path.string() + ": layer " + std::to_string(layer) + " MLP kind", "\"full\"",
+          std::string("\"") + mlp_kind_name(config.mlp_kind(layer)) + "\""));
+    }
+  }
+
+  std::vector<LayerParts> parts;
+  if (gated) {
+    const auto gates = io::SafetensorsFile::open(args.get("gates"));
+    const auto it = gates.metadata().find("format");
+    if (it == gates.metadata().end() || it->second != "nlb-gates") {
+      throw FormatError(detail::expected_found(
+          gates.path().string() + ": metadata \"format\"", "\"nlb-gates\"",
+          it == gates.metadata().end() ? std::string("none") : "\"" + it->second + "\""));
+    }
+    for (Index layer : layers)
+      parts.push_back(read_gate_layer(gates, layer, config.d_model));
+  } else {
+    parts = fit_surrogates(model_dir, args, config, layers);
+  }
+
+  // Tensor names of a layer's MLP in the source file (the loader's conventions).
+  const auto files = open_weights(model_dir);
+  bool prefixed = false;
+  for (const auto& f : files)
+    prefixed = prefixed || f.contains("transformer.wte.weight");
+  auto mlp_prefix = [&](Index layer) {
+    return config.architecture == Architecture::gpt2
+               ? std::string(prefixed ? "transformer." : "") + "h." + std::to_string(layer) +
+                     ".mlp."
+               : "gpt_neox.layers." + std::to_string(layer) + ".mlp.";
+  };
+  const std::vector<std::string> full_names =
+      config.architecture == Architecture::gpt2
+          ? std::vector<std::string>{"c_fc.weight", "c_fc.bias", "c_proj.weight", "c_proj.bias"}
+          : std::vector<std::string>{"dense_h_to_4h.weight", "dense_h_to_4h.bias",
+                                     "dense_4h_to_h.weight", "dense_4h_to_h.bias"};
+  std::set<std::string> dropped;  // the full-MLP tensors of layers that become linear
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    if (!parts[k].gated) {
+      for (const auto& n : full_names)
+        dropped.insert(mlp_prefix(layers[k]) + n);
+    }
+  }
+
+  io::SafetensorsWriter writer;
+  io::DType new_dtype = io::DType::F32;  // F64 when the model itself is stored in F64
+  for (const auto& f : files) {
+    for (const auto& t : f.tensors()) {
+      if (t.dtype == io::DType::F64)
+        new_dtype = io::DType::F64;
+      if (!dropped.count(t.name))
+        copy_tensor(f, t, writer);
+    }
+  }
+  const std::int64_t d = config.d_model;
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    const std::string p = mlp_prefix(layers[k]);
+    const RowMatrix<double> w = parts[k].weight;  // row-major [d, d]
+    writer.add(p + "surrogate.weight", new_dtype, {d, d},
+               std::span<const double>(w.data(), static_cast<std::size_t>(w.size())));
+    writer.add(p + "surrogate.bias", new_dtype, {d},
+               std::span<const double>(parts[k].bias.data(), static_cast<std::size_t>(d)));
+    if (parts[k].gated) {
+      writer.add(p + "gate.weight", new_dtype, {d},
+                 std::span<const double>(parts[k].gate_weight.data(), static_cast<std::size_t>(d)));
+      writer.add(p + "gate.bias", new_dtype, {1}, std::span<const double>(&parts[k].gate_bias, 1));
+      writer.add(p + "gate.threshold", new_dtype, {1},
+                 std::span<const double>(&parts[k].gate_threshold, 1));
+    }
+  }
+  writer.set_metadata("format", "pt");
+  writer.set_metadata("nlb_linearized_from", model_dir.string());
+
+  // config.json: the source's keys, plus every layer's MLP kind.
+  nlohmann::json config_json;
+  {
+    std::ifstream in(config_path);
+    config_json = nlohmann::json::parse(in);
+  }
+  std::vector<std::string> kinds;
+  for (Index l = 0; l < config.n_layers; ++l)
+    kinds.emplace_back(mlp_kind_name(config.mlp_kind(l)));
+  nlohmann::json record{{"source", model_dir.string()},
+                        {"mode", gated ? "gated" : "linear"},
+                        {"layers", nlohmann::json::array()}};
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    kinds[static_cast<std::size_t>(layers[k])] = parts[k].gated ? "gated" : "linear";
+    nlohmann::json entry{{"layer", layers[k]}, {"kind", parts[k].gated ? "gated" : "linear"}};
+    if (!parts[k].gated)
+      entry["surrogate_r2"] = parts[k].r2;
+    record["layers"].push_back(entry);
+  }
+  config_json["nlb_mlp_kinds"] = kinds;
+  if (gated) {
+    record["gates"] = args.get("gates");
+  } else {
+    record["fit"] = {
+        {"tokens", args.has("fit-tokens-file")
+                       ? args.get("fit-tokens-file")
+                       : args.get("fit-text", (source_dir() / "data/kjv-fit.txt").string())},
+        {"positions", args.integer("fit-tokens", 10000, 2, 1LL << 40)},
+        {"context",
+         args.integer("context", std::min<Index>(128, config.n_positions), 2, config.n_positions)},
+        {"lambda", args.real("lambda", 0.01, 1e-300, 1e300)},
+        {"model_dtype", "float64"},
+        {"ridge", "float64, eigendecomposition of the centered Gram matrix (PAPERS §A1)"}};
+  }
+
+  // Everything goes to a temporary directory next to the output, renamed into place at the end.
+  const fs::path parent = fs::absolute(out_dir).lexically_normal().parent_path();
+  fs::create_directories(parent);
+  const fs::path tmp =
+      parent / ("." + out_dir.filename().string() + ".tmp-linearize-" + std::to_string(::getpid()));
+  const fs::path old =
+      parent / ("." + out_dir.filename().string() + ".old-linearize-" + std::to_string(::getpid()));
+  std::error_code ignored;
+  try {
+    fs::remove_all(tmp, ignored);
+    fs::create_directory(tmp);
+    writer.write(tmp / "model.safetensors");
+    std::ofstream(tmp / "config.json") << config_json.dump(2) << "\n";
+    std::ofstream(tmp / "linearize.json") << record.dump(2) << "\n";
+    for (const auto& entry : fs::directory_iterator(model_dir)) {
+      if (entry.is_regular_file() && is_companion_file(entry.path().filename().string()))
+        fs::copy_file(entry.path(), tmp / entry.path().filename());
+    }
+    if (!fs::exists(tmp / "config.json") || fs::file_size(tmp / "config.json") == 0)
+      throw Error(tmp.string() + ": could not write config.json");
+    if (fs::exists(out_dir) && is_nonempty_dir(out_dir)) {
+      fs::rename(out_dir, old);  // only with --force (checked above)
+      fs::rename(tmp, out_dir);
+      fs::remove_all(old, ignored);
+    } else {
+      if (fs::exists(out_dir))
+        fs::remove(out_dir);  // an empty directory
+      fs::rename(tmp, out_dir);
+    }
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ignored);
+    throw Error(out_dir.string() + ": cannot write the model directory: " + e.what());
+  } catch (...) {
+    fs::remove_all(tmp, ignored);
+    throw;
+  }
+
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    if (parts[k].gated) {
+      std::printf("layer %lld: gated (surrogate and gate from %s)\n",
+                  static_cast<long long>(layers[k]), args.get("gates").c_str());
+    } else {
+      std::printf("layer %lld: linear (ridge surrogate, fit R2 %.6f)\n",
+                  static_cast<long long>(layers[k]), parts[k].r2);
+    }
+  }
+  std::printf("wrote %s\n", out_dir.string().c_str());
+  return 0;
 }
 
 }  // namespace nlb::cli

@@ -25,6 +25,11 @@ commands:
             [--context N] [--fit-tokens N] [--label-tokens N] [--lambda L]
             [--budget-pct P ...] [--seed S] [--out DIR] [--json] [--tokens [--token-dtype u32]]
             (no arguments: the shipped model and texts, report in ./budget-report)
+  linearize write a model whose chosen layers' MLPs are ridge surrogates (PAPERS §A1) or
+            gated MLPs from a gates file (docs/linearize.md); nlb eval loads the result
+            [--model DIR] --layers LIST --out DIR2 [--force] [--gates FILE]
+            [--fit-text F | --fit-tokens-file F [--token-dtype u32]] [--fit-tokens N]
+            [--context N] [--lambda L]   (LIST: 1 or 0,2 or 1-3; default fit: data/kjv-fit.txt)
   spectrum  routing/filtering spectrum of every attention head, the spectral cascade, and
             with a text the PPL of the attention conversions (PAPERS §B, docs/attention_spectrum.md)
             [--model DIR] [--text FILE | --tokens FILE [--token-dtype u32]] [--context N]
