@@ -1,0 +1,370 @@
+// `nlb budget` as a user runs it: a small complete report (every file, report.json valid against
+// docs/budget-report.schema.json, layers.csv consistent with it, gate files readable, the same
+// inputs giving the same report), and bad input — missing or too-short files, a model without
+// MLP tensors, budgets <= 0 — failing with a clear message, a non-zero exit and no report left.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "nlb/io/safetensors.hpp"
+#include "nlb/io/safetensors_writer.hpp"
+#include "nlb/model/config.hpp"
+#include "scratch_dir.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+const fs::path source_dir = NLB_SOURCE_DIR;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+RunResult run_nlb(const nlb::test::ScratchDir& dir, const std::string& args) {
+  const fs::path out = dir.path / "stdout.txt", err = dir.path / "stderr.txt";
+  const std::string command = std::string("'") + NLB_BINARY + "' budget " + args + " >'" +
+                              out.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(command.c_str());
+  RunResult r;
+  if (WIFEXITED(status))
+    r.exit_code = WEXITSTATUS(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// ---- a validator for the subset of JSON Schema the report's schema uses ---------------------
+// type (a name or a list), enum, required, properties, items, minItems, minimum, maximum,
+// $ref "#/$defs/NAME". Every violation is reported with its JSON pointer.
+bool has_type(const json& v, const std::string& t) {
+  if (t == "object")
+    return v.is_object();
+  if (t == "array")
+    return v.is_array();
+  if (t == "string")
+    return v.is_string();
+  if (t == "integer")
+    return v.is_number_integer();
+  if (t == "number")
+    return v.is_number();
+  if (t == "boolean")
+    return v.is_boolean();
+  if (t == "null")
+    return v.is_null();
+  throw std::runtime_error("schema: unsupported type " + t);
+}
+
+void validate(const json& v, const json& schema, const json& root, const std::string& where,
+              std::vector<std::string>& errors) {
+  static const std::set<std::string> known{
+      "$schema",    "$id",   "title",    "description", "type",    "enum", "required",
+      "properties", "items", "minItems", "minimum",     "maximum", "$ref", "$defs"};
+  for (const auto& [key, _] : schema.items())
+    if (!known.count(key))
+      throw std::runtime_error("schema: unsupported keyword " + key + " at " + where);
+  if (schema.contains("$ref")) {
+    const std::string ref = schema["$ref"];
+    const std::string prefix = "#/$defs/";
+    if (ref.rfind(prefix, 0) != 0)
+      throw std::runtime_error("schema: unsupported $ref " + ref);
+    validate(v, root.at("$defs").at(ref.substr(prefix.size())), root, where, errors);
+    return;
+  }
+  if (schema.contains("type")) {
+    const auto& t = schema["type"];
+    bool ok = false;
+    if (t.is_string()) {
+      ok = has_type(v, t);
+    } else {
+      for (const auto& one : t)
+        ok = ok || has_type(v, one);
+    }
+    if (!ok) {
+      errors.push_back(where + ": type " + t.dump() + " expected, found " + v.dump());
+      return;
+    }
+  }
+  if (schema.contains("enum")) {
+    bool ok = false;
+    for (const auto& e : schema["enum"])
+      ok = ok || e == v;
+    if (!ok)
+      errors.push_back(where + ": one of " + schema["enum"].dump() + " expected, found " +
+                       v.dump());
+  }
+  if (v.is_number()) {
+    if (schema.contains("minimum") && v.get<double>() < schema["minimum"].get<double>())
+      errors.push_back(where + ": >= " + schema["minimum"].dump() + " expected, found " + v.dump());
+    if (schema.contains("maximum") && v.get<double>() > schema["maximum"].get<double>())
+      errors.push_back(where + ": <= " + schema["maximum"].dump() + " expected, found " + v.dump());
+  }
+  if (v.is_object()) {
+    if (schema.contains("required"))
+      for (const auto& r : schema["required"])
+        if (!v.contains(r.get<std::string>()))
+          errors.push_back(where + ": missing required field " + r.get<std::string>());
+    if (schema.contains("properties"))
+      for (const auto& [key, sub] : schema["properties"].items())
+        if (v.contains(key))
+          validate(v[key], sub, root, where + "/" + key, errors);
+  }
+  if (v.is_array()) {
+    if (schema.contains("minItems") && v.size() < schema["minItems"].get<std::size_t>())
+      errors.push_back(where + ": at least " + schema["minItems"].dump() + " items expected");
+    if (schema.contains("items"))
+      for (std::size_t i = 0; i < v.size(); ++i)
+        validate(v[i], schema["items"], root, where + "/" + std::to_string(i), errors);
+  }
+}
+
+std::vector<std::string> schema_errors(const json& report) {
+  const json schema = json::parse(slurp(source_dir / "docs/budget-report.schema.json"));
+  std::vector<std::string> errors;
+  validate(report, schema, schema, "", errors);
+  return errors;
+}
+
+// Removes every wall-clock field (names starting with "time"): what is left is deterministic.
+json without_timing(json v) {
+  if (v.is_object()) {
+    json out = json::object();
+    for (auto& [key, sub] : v.items())
+      if (key.rfind("time", 0) != 0)
+        out[key] = without_timing(sub);
+    return out;
+  }
+  if (v.is_array()) {
+    json out = json::array();
+    for (auto& sub : v)
+      out.push_back(without_timing(sub));
+    return out;
+  }
+  return v;
+}
+
+std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::string cell;
+  std::istringstream in(line);
+  while (std::getline(in, cell, sep))
+    out.push_back(cell);
+  if (!line.empty() && line.back() == sep)
+    out.push_back("");
+  return out;
+}
+
+// Short eval and cross texts: 12 windows each from the shipped files.
+struct Inputs {
+  nlb::test::ScratchDir dir{"budget-cli"};
+  fs::path eval, cross;
+  Inputs() {
+    const std::string e = slurp(source_dir / "data/kjv-eval.txt");
+    const std::string c = slurp(source_dir / "data/jargon-eval.txt");
+    eval = dir.write_text("eval.txt", e.substr(0, 12 * 128));
+    cross = dir.write_text("cross.txt", c.substr(0, 12 * 128));
+  }
+  std::string args(const fs::path& out) const {
+    return "--fit-tokens 1000 --label-tokens 2000 --eval-text '" + eval.string() +
+           "' --cross-text '" + cross.string() +
+           "' --seed 7 --budget-pct 1 --budget-pct 3 --out '" + out.string() + "'";
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(small_report_is_complete_consistent_and_reproducible) {
+  Inputs in;
+  const fs::path out = in.dir.path / "report";
+  const auto r = run_nlb(in.dir, in.args(out));
+  BOOST_TEST_MESSAGE(r.err);
+  BOOST_REQUIRE_EQUAL(r.exit_code, 0);
+  BOOST_CHECK(contains(r.out, "report written to"));
+  // Progress: a line per stage with its time, even though stderr is a file here.
+  for (const char* stage : {"fit: surrogates", "label: delta per position",
+                            "label: joint calibration", "eval: baseline, linear, gated, joint",
+                            "cross: no-fly lists", "timing: dense vs gated forward"})
+    BOOST_CHECK_MESSAGE(contains(r.err, std::string("nlb budget: ") + stage + " done in"), stage);
+  for (const char* f : {"report.md", "report.json", "layers.csv", "all_linear_delta.svg",
+                        "linear_fraction.svg", "delta_distribution.svg", "joint_budget_curve.svg",
+                        "gates-1pct.safetensors", "gates-3pct.safetensors"})
+    BOOST_CHECK_MESSAGE(fs::is_regular_file(out / f), f);
+  for (const char* svg : {"all_linear_delta.svg", "joint_budget_curve.svg"})
+    BOOST_CHECK(contains(slurp(out / svg), "<svg"));
+
+  const json report = json::parse(slurp(out / "report.json"));
+  const auto errors = schema_errors(report);
+  for (const auto& e : errors)
+    BOOST_ERROR("schema: " << e);
+  BOOST_CHECK(errors.empty());
+  const auto layers = report.at("layers");
+  BOOST_REQUIRE_EQUAL(layers.size(), 4u);
+  BOOST_CHECK_EQUAL(report.at("protocol").at("fit_tokens"), 1000);
+  BOOST_CHECK_EQUAL(report.at("protocol").at("label_tokens"), 2000);
+  BOOST_CHECK_EQUAL(report.at("protocol").at("seed"), 7);
+  BOOST_CHECK_EQUAL(report.at("protocol").at("eval_windows"), 12);
+  BOOST_CHECK_EQUAL(report.at("protocol").at("budget_pct"), json::array({1.0, 3.0}));
+  BOOST_REQUIRE_EQUAL(report.at("joint").size(), 2u);
+  for (std::size_t b = 0; b < 2; ++b) {
+    const auto& j = report["joint"][b];
+    BOOST_CHECK_LE(j.at("label_delta_pct").get<double>(), j.at("budget_pct").get<double>());
+    double mean = 0;
+    for (const auto& f : j.at("layer_linear_fraction"))
+      mean += f.get<double>() / 4;
+    BOOST_CHECK_CLOSE(mean, j.at("linear_fraction").get<double>(), 1e-9);
+    // The timed Transformer::forward routed what the measured pass routed, on its own windows:
+    // both are shares of MLP rows, so they must at least be fractions.
+    BOOST_CHECK_GE(j.at("time_gated_linear_fraction").get<double>(), 0.0);
+  }
+
+  // layers.csv: the documented columns, one row per layer, the same values as report.json.
+  std::istringstream csv(slurp(out / "layers.csv"));
+  std::string line;
+  std::getline(csv, line);
+  const auto header = split(line, ',');
+  const std::vector<std::string> expected_columns{"layer",
+                                                  "surrogate_r2",
+                                                  "all_linear_ppl",
+                                                  "all_linear_delta_pct",
+                                                  "all_linear_delta_pct_low",
+                                                  "all_linear_delta_pct_high",
+                                                  "gate_linear_fraction",
+                                                  "gate_ppl",
+                                                  "gate_delta_pct",
+                                                  "gate_delta_pct_low",
+                                                  "gate_delta_pct_high",
+                                                  "gate_auc",
+                                                  "probe_auc_embedding",
+                                                  "probe_auc_context",
+                                                  "no_fly_correlation"};
+  BOOST_CHECK(header == expected_columns);
+  for (std::size_t l = 0; l < 4; ++l) {
+    BOOST_REQUIRE(std::getline(csv, line));
+    const auto cells = split(line, ',');
+    BOOST_REQUIRE_EQUAL(cells.size(), header.size());
+    const auto& jl = layers[l];
+    auto value = [&](const std::string& column) {
+      const auto i = static_cast<std::size_t>(std::find(header.begin(), header.end(), column) -
+                                              header.begin());
+      return cells[i].empty() ? std::nan("") : std::stod(cells[i]);
+    };
+    BOOST_CHECK_EQUAL(value("layer"), static_cast<double>(l));
+    for (const char* key :
+         {"surrogate_r2", "all_linear_ppl", "all_linear_delta_pct", "gate_linear_fraction",
+          "gate_ppl", "gate_delta_pct", "gate_auc", "probe_auc_embedding", "probe_auc_context"}) {
+      if (jl.at(key).is_null())
+        BOOST_CHECK(std::isnan(value(key)));
+      else
+        BOOST_CHECK_EQUAL(value(key), jl.at(key).get<double>());
+    }
+    BOOST_CHECK_EQUAL(value("all_linear_delta_pct_low"),
+                      jl["all_linear_delta_pct_ci"][0].get<double>());
+    BOOST_CHECK_EQUAL(value("gate_delta_pct_high"), jl["gate_delta_pct_ci"][1].get<double>());
+    BOOST_CHECK_LE(value("all_linear_delta_pct_low"), value("all_linear_delta_pct"));
+    BOOST_CHECK_GE(value("all_linear_delta_pct_high"), value("all_linear_delta_pct"));
+  }
+  BOOST_CHECK(!std::getline(csv, line) || line.empty());
+
+  // The gates file: every layer's surrogate and gate, F32, with the documented metadata.
+  const auto gates = nlb::io::SafetensorsFile::open(out / "gates-3pct.safetensors");
+  BOOST_CHECK_EQUAL(gates.metadata().at("format"), "nlb-gates");
+  BOOST_CHECK_EQUAL(gates.metadata().at("budget_pct"), "3");
+  for (int l = 0; l < 4; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    const std::vector<std::int64_t> dd{128, 128}, d{128}, one{1};
+    BOOST_CHECK_EQUAL(gates.read<float>(p + "surrogate.weight", dd).size(), 128u * 128u);
+    BOOST_CHECK_EQUAL(gates.read<float>(p + "surrogate.bias", d).size(), 128u);
+    BOOST_CHECK_EQUAL(gates.read<float>(p + "gate.weight", d).size(), 128u);
+    BOOST_CHECK_EQUAL(gates.read<float>(p + "gate.bias", one).size(), 1u);
+    const auto th = gates.read<float>(p + "gate.threshold", one);
+    const auto& jt = report["joint"][1]["thresholds"][static_cast<std::size_t>(l)];
+    if (jt.is_null())
+      BOOST_CHECK(std::isinf(th[0]));
+    else
+      BOOST_CHECK_EQUAL(th[0], static_cast<float>(jt.get<double>()));
+  }
+
+  // Same inputs, same seed: the same report, wall-clock fields aside.
+  const fs::path out2 = in.dir.path / "report2";
+  BOOST_REQUIRE_EQUAL(run_nlb(in.dir, in.args(out2)).exit_code, 0);
+  const json again = json::parse(slurp(out2 / "report.json"));
+  BOOST_CHECK(without_timing(report) == without_timing(again));
+  BOOST_CHECK(slurp(out / "layers.csv") == slurp(out2 / "layers.csv"));
+}
+
+BOOST_AUTO_TEST_CASE(bad_inputs_fail_cleanly_and_leave_no_report) {
+  Inputs in;
+  const fs::path out = in.dir.path / "never";
+  const std::string base = "--out '" + out.string() + "' --fit-tokens 1000 --label-tokens 2000 ";
+  struct Case {
+    std::string name, args;
+    int exit_code;
+    std::vector<std::string> phrases;
+  };
+  const fs::path tiny = in.dir.write_text("tiny.txt", "In the beginning");
+  // A model directory whose layer 1 has no MLP weights.
+  const fs::path broken = in.dir.path / "no-mlp";
+  {
+    fs::create_directories(broken);
+    const auto f =
+        nlb::io::SafetensorsFile::open(source_dir / "models/tiny-gpt2/model.safetensors");
+    nlb::io::SafetensorsWriter w;
+    for (const auto& t : f.tensors()) {
+      if (t.name.find("h.1.mlp.c_fc") != std::string::npos)
+        continue;
+      w.add(t.name, nlb::io::DType::F32, t.shape, std::span<const float>(f.read<float>(t.name)));
+    }
+    w.write(broken / "model.safetensors");
+    fs::copy_file(source_dir / "models/tiny-gpt2/config.json", broken / "config.json");
+  }
+  const std::vector<Case> cases{
+      {"missing fit file",
+       "--fit-text '" + (in.dir.path / "absent.txt").string() + "'",
+       1,
+       {"absent.txt"}},
+      {"too-short fit file",
+       "--fit-text '" + tiny.string() + "'",
+       1,
+       {"--fit-text", "tiny.txt", "expected at least 1024 tokens", "found 16 tokens"}},
+      {"too-short label file",
+       "--label-text '" + in.eval.string() + "'",
+       1,
+       {"--label-text", "eval.txt", "expected at least 2048 tokens", "found 1536 tokens"}},
+      {"too-short eval file",
+       "--eval-text '" + tiny.string() + "'",
+       1,
+       {"--eval-text", "expected at least 128 tokens", "found 16 tokens"}},
+      {"model without MLP taps", "--model '" + broken.string() + "'", 1, {"h.1.mlp.c_fc"}},
+      {"budget 0", "--budget-pct 0", 2, {"--budget-pct", "> 0", "\"0\""}},
+      {"negative budget", "--budget-pct 1 --budget-pct -2", 2, {"--budget-pct", "\"-2\""}},
+      {"budget not a number", "--budget-pct x", 2, {"--budget-pct"}},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_nlb(in.dir, base + c.args);
+    BOOST_TEST_MESSAGE(c.name << ": exit " << r.exit_code << ": " << r.err);
+    BOOST_CHECK_MESSAGE(r.exit_code == c.exit_code, c.name << ": exit " << r.exit_code);
+    for (const auto& p : c.phrases)
+      BOOST_CHECK_MESSAGE(contains(r.err, p), c.name << ": stderr lacks \"" << p << "\"");
+    BOOST_CHECK_MESSAGE(!fs::exists(out), c.name << ": a report directory was left behind");
+  }
+}
