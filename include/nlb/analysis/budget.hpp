@@ -20,6 +20,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nlb/analysis/bootstrap.hpp"
@@ -242,7 +243,7 @@ struct EvalStage {
   std::vector<std::vector<double>> delta;  // [layers][positions] δ on the eval set
 };
 
-/// Stages 1, 3 (and 4, 6 when `label` is given) in one pass over every full eval window: the
+/// Stages 1, 3 (and 4, 6 when `label` is not null) in one pass over every full eval window: the
 /// unmodified model, each layer linear, all layers linear, each layer gated alone (threshold 0),
 /// and each budget's joint gating; the unmodified prefix of a window is computed once.
 /// Δ% intervals: bootstrap_delta_pct with the protocol's resamples and seed (each quantity
@@ -250,7 +251,7 @@ struct EvalStage {
 /// when no full window fits.
 template <class T, class Backend>
 EvalStage run_eval_stage(Transformer<T, Backend>& model, const SurrogateFit<T, Backend>& fit,
-                         const LabelStage<T, Backend>* label,
+                         const std::type_identity_t<LabelStage<T, Backend>>* label,
                          std::span<const std::int32_t> eval_tokens, const BudgetProtocol& protocol,
                          const std::function<void(Index, Index)>& progress = {},
                          const std::string& what = "eval tokens") {
