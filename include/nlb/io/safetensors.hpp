@@ -408,8 +408,15 @@ class SafetensorsFile {
     const TensorInfo* furthest = nullptr;
     for (const TensorInfo* t : by_begin) {
       if (furthest != nullptr && t->begin < furthest->end) {
+        // Appended piece by piece: `"[" + std::to_string(...)` trips GCC 12's false
+        // -Wrestrict at -O3 (GCC bug 105329) once this is inlined into a large caller.
         const auto range = [](const TensorInfo* x) {
-          return "[" + std::to_string(x->begin) + ", " + std::to_string(x->end) + ")";
+          std::string text = "[";
+          text += std::to_string(x->begin);
+          text += ", ";
+          text += std::to_string(x->end);
+          text += ")";
+          return text;
         };
         errors_.fail({},
                      "tensors " + detail::quote_text(furthest->name) + " and " +
