@@ -126,8 +126,8 @@ FactoredHead<T> factored_head(const HeadForm& f) {
   const bool has_span = m > 0 && (f.skew.squaredNorm() > 0 || f.sym.squaredNorm() > 0);
   const Index span_width = has_span ? m : 0, diag_width = f.diagonal.size() > 0 ? d : 0;
   Index width = span_width + diag_width;
-  const bool placeholder = width == 0;  // M = 0: one zero feature keeps the shapes valid
-  if (placeholder)
+  const bool zero_width = width == 0;  // M = 0: one zero feature keeps the shapes valid
+  if (zero_width)
     width = 1;
   Eigen::MatrixXd query = Eigen::MatrixXd::Zero(d + 1, width), key = query;
   if (has_span) {
