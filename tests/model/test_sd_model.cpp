@@ -9,6 +9,8 @@
 #include <string>
 
 #include "error_message.hpp"
+#include "model_copy.hpp"
+#include "model_fixture.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/io/token_file.hpp"
@@ -29,107 +31,28 @@ fs::path fixture(const std::string& name) {
   return source_dir / "tests/fixtures" / name;
 }
 
-// max |a − b| / max |b|: the error measure of the tolerance table for whole tensors.
-template <class A, class B>
-double relative_to_max(const A& a, const B& b) {
-  const Eigen::MatrixXd bd = b.template cast<double>();
-  const double scale = std::max(bd.cwiseAbs().maxCoeff(), 1e-30);
-  return (a.template cast<double>() - bd).cwiseAbs().maxCoeff() / scale;
-}
+using nlb::test::relative_to_max;
+using nlb::test::window_of;
+using nlb::test::window_tokens;
 
-// Window w of a [windows, T, n] fixture tensor as a [T, n] matrix.
-Eigen::MatrixXd window_of(const nlb::io::SafetensorsFile& f, const std::string& name, Index w) {
-  const auto& info = f.info(name);
-  BOOST_REQUIRE(info.shape.size() == 3u);
-  const auto all = f.read<double>(name);
-  const Index T = info.shape[1], n = info.shape[2];
-  Eigen::MatrixXd m(T, n);
-  for (Index t = 0; t < T; ++t) {
-    for (Index j = 0; j < n; ++j)
-      m(t, j) = all[static_cast<std::size_t>((w * T + t) * n + j)];
-  }
-  return m;
-}
-
-std::vector<std::int32_t> window_tokens(const nlb::io::SafetensorsFile& f, Index w) {
-  const auto& info = f.info("tokens");
-  const auto all = f.read<std::int64_t>("tokens");
-  const Index T = info.shape[1];
-  return std::vector<std::int32_t>(all.begin() + w * T, all.begin() + (w + 1) * T);
-}
-
+// tiny-sd against its fixture: logits, every tap, per-position losses.
 template <class T>
 void check_against_fixture(double logits_bound, double tap_bound, double loss_bound) {
-  const auto model = nlb::load_model<T>(sd_dir);
-  const auto ref = nlb::io::SafetensorsFile::open(fixture("tiny-sd-reference.safetensors"));
-  const Index windows = ref.info("tokens").shape[0];
-  BOOST_REQUIRE(windows >= 1);
-  double worst_logits = 0, worst_tap = 0, worst_loss = 0;
-  std::string worst_tap_name;
-  for (Index w = 0; w < windows; ++w) {
-    const auto tokens = window_tokens(ref, w);
-    std::map<std::string, Eigen::MatrixXd> taps;
-    nlb::RowMatrix<T> logits;
-    model.forward(tokens, logits, [&](nlb::Tap tap, Index layer, const auto& m) {
-      const std::string key = tap == nlb::Tap::embedding ? "tap.embedding"
-                                                         : "tap." + std::to_string(layer) + "." +
-                                                               std::string(nlb::tap_name(tap));
-      taps[key] = m.template cast<double>();
-    });
-    worst_logits = std::max(worst_logits, relative_to_max(logits, window_of(ref, "logits_f64", w)));
-    BOOST_TEST(taps.size() == 1u + 5u * static_cast<std::size_t>(model.config().n_layers));
-    for (const auto& [key, value] : taps) {
-      const double err = relative_to_max(value, window_of(ref, key, w));
-      if (err > worst_tap) {
-        worst_tap = err;
-        worst_tap_name = key;
-      }
-    }
-    const auto loss = nlb::next_token_losses(logits, tokens);
-    const auto ref_loss = ref.read<double>("loss");
-    for (std::size_t t = 0; t < loss.size(); ++t) {
-      worst_loss = std::max(
-          worst_loss, std::abs(loss[t] - ref_loss[static_cast<std::size_t>(w) * loss.size() + t]));
-    }
-  }
-  BOOST_TEST_MESSAGE("tiny-sd <" << (sizeof(T) == 4 ? "float" : "double")
-                                 << ">: logits max error / max |logit| " << worst_logits
-                                 << ", worst tap " << worst_tap_name << " " << worst_tap
-                                 << ", worst loss " << worst_loss);
-  BOOST_TEST(worst_logits <= logits_bound);
-  BOOST_TEST(worst_tap <= tap_bound);
-  BOOST_TEST(worst_loss <= loss_bound);
+  nlb::test::check_model_against_fixture<T>(sd_dir, fixture("tiny-sd-reference.safetensors"),
+                                            logits_bound, tap_bound, loss_bound);
 }
 
 // ---- malformed copies of models/tiny-sd -----------------------------------------------------
 
-struct Tensor {
-  std::vector<std::int64_t> shape;
-  std::vector<float> values;
-};
-using TensorMap = std::map<std::string, Tensor>;
-
-TensorMap read_all(const fs::path& file) {
-  const auto f = nlb::io::SafetensorsFile::open(file);
-  TensorMap m;
-  for (const auto& t : f.tensors())
-    m[t.name] = {t.shape, f.read<float>(t.name)};
-  return m;
-}
+using nlb::test::TensorMap;
+const auto read_all = nlb::test::read_all_tensors;
 
 nlohmann::json read_config() {
   std::ifstream in(sd_dir / "config.json");
   return nlohmann::json::parse(in);
 }
 
-// Writes config.json and model.safetensors into dir.
-void write_model(const fs::path& dir, const TensorMap& tensors, const nlohmann::json& config) {
-  nlb::io::SafetensorsWriter w;
-  for (const auto& [n, t] : tensors)
-    w.add(n, nlb::io::DType::F32, t.shape, std::span<const float>(t.values));
-  w.write(dir / "model.safetensors");
-  std::ofstream(dir / "config.json") << config.dump(2);
-}
+const auto write_model = nlb::test::write_model_dir;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "model_fixture.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/hf_loader.hpp"
@@ -25,78 +26,17 @@ std::filesystem::path fixture(const std::string& name) {
   return source_dir / "tests/fixtures" / name;
 }
 
-// max |a − b| / max |b|: the error measure of the tolerance table for whole tensors.
-template <class A, class B>
-double relative_to_max(const A& a, const B& b) {
-  const Eigen::MatrixXd bd = b.template cast<double>();
-  const double scale = std::max(bd.cwiseAbs().maxCoeff(), 1e-30);
-  return (a.template cast<double>() - bd).cwiseAbs().maxCoeff() / scale;
-}
+using nlb::test::relative_to_max;
+using nlb::test::window_of;
+using nlb::test::window_tokens;
 
-// Window w of a [windows, T, n] fixture tensor as a [T, n] matrix.
-Eigen::MatrixXd window_of(const nlb::io::SafetensorsFile& f, const std::string& name, Index w) {
-  const auto& info = f.info(name);
-  BOOST_REQUIRE(info.shape.size() == 3u);
-  const auto all = f.read<double>(name);
-  const Index T = info.shape[1], n = info.shape[2];
-  Eigen::MatrixXd m(T, n);
-  for (Index t = 0; t < T; ++t) {
-    for (Index j = 0; j < n; ++j)
-      m(t, j) = all[static_cast<std::size_t>((w * T + t) * n + j)];
-  }
-  return m;
-}
-
-std::vector<std::int32_t> window_tokens(const nlb::io::SafetensorsFile& f, Index w) {
-  const auto& info = f.info("tokens");
-  const auto all = f.read<std::int64_t>("tokens");
-  const Index T = info.shape[1];
-  return std::vector<std::int32_t>(all.begin() + w * T, all.begin() + (w + 1) * T);
-}
-
+// The model against its fixture: logits, every tap, per-position losses.
 template <class T>
 void check_against_fixture(const std::string& name, double logits_bound, double tap_bound,
                            double loss_bound) {
-  const auto model = nlb::load_model<T>(model_dir(name));
-  const auto ref = nlb::io::SafetensorsFile::open(fixture(name + "-reference.safetensors"));
-  const Index windows = ref.info("tokens").shape[0];
-  BOOST_REQUIRE(windows >= 1);
-  double worst_logits = 0, worst_tap = 0;
-  std::string worst_tap_name;
-  for (Index w = 0; w < windows; ++w) {
-    const auto tokens = window_tokens(ref, w);
-    std::map<std::string, Eigen::MatrixXd> taps;
-    nlb::RowMatrix<T> logits;
-    model.forward(tokens, logits, [&](nlb::Tap tap, Index layer, const auto& m) {
-      const std::string key = tap == nlb::Tap::embedding ? "tap.embedding"
-                                                         : "tap." + std::to_string(layer) + "." +
-                                                               std::string(nlb::tap_name(tap));
-      taps[key] = m.template cast<double>();
-    });
-    worst_logits = std::max(worst_logits, relative_to_max(logits, window_of(ref, "logits_f64", w)));
-    BOOST_TEST(taps.size() == 1u + 5u * static_cast<std::size_t>(model.config().n_layers));
-    for (const auto& [key, value] : taps) {
-      const double err = relative_to_max(value, window_of(ref, key, w));
-      if (err > worst_tap) {
-        worst_tap = err;
-        worst_tap_name = key;
-      }
-    }
-    // Per-position loss as the fixture's (loss [windows, T − 1]).
-    const auto loss = nlb::next_token_losses(logits, tokens);
-    const auto ref_loss = ref.read<double>("loss");
-    double worst_loss = 0;
-    for (std::size_t t = 0; t < loss.size(); ++t) {
-      worst_loss = std::max(
-          worst_loss, std::abs(loss[t] - ref_loss[static_cast<std::size_t>(w) * loss.size() + t]));
-    }
-    BOOST_TEST(worst_loss <= loss_bound);
-  }
-  BOOST_TEST_MESSAGE(name << " <" << (sizeof(T) == 4 ? "float" : "double")
-                          << ">: logits max error / max |logit| " << worst_logits << ", worst tap "
-                          << worst_tap_name << " " << worst_tap);
-  BOOST_TEST(worst_logits <= logits_bound);
-  BOOST_TEST(worst_tap <= tap_bound);
+  nlb::test::check_model_against_fixture<T>(model_dir(name),
+                                            fixture(name + "-reference.safetensors"), logits_bound,
+                                            tap_bound, loss_bound);
 }
 
 // Runs the fixture's perplexity entries: the 8-window ones, or (full = true) the whole-file ones.

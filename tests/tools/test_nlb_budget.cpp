@@ -2,7 +2,6 @@
 // docs/budget-report.schema.json, layers.csv consistent with it, gate files readable, the same
 // inputs giving the same report), and bad input — missing or too-short files, a model without
 // MLP tensors, budgets <= 0 — failing with a clear message, a non-zero exit and no report left.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -14,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli_runner.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/model/config.hpp"
@@ -25,33 +25,12 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 const fs::path source_dir = NLB_SOURCE_DIR;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out, err;
-};
+using nlb::test::contains;
+using nlb::test::slurp;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-RunResult run_nlb(const nlb::test::ScratchDir& dir, const std::string& args) {
-  const fs::path out = dir.path / "stdout.txt", err = dir.path / "stderr.txt";
-  const std::string command = std::string("'") + NLB_BINARY + "' budget " + args + " >'" +
-                              out.string() + "' 2>'" + err.string() + "'";
-  const int status = std::system(command.c_str());
-  RunResult r;
-  if (WIFEXITED(status))
-    r.exit_code = WEXITSTATUS(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+// Runs `nlb budget <args>` in `dir`.
+nlb::test::CliResult run_budget(const nlb::test::ScratchDir& dir, const std::string& args) {
+  return nlb::test::run_nlb(dir.path, "budget " + args);
 }
 
 // ---- a validator for the subset of JSON Schema the report's schema uses ---------------------
@@ -196,7 +175,7 @@ struct Inputs {
 BOOST_AUTO_TEST_CASE(small_report_is_complete_consistent_and_reproducible) {
   Inputs in;
   const fs::path out = in.dir.path / "report";
-  const auto r = run_nlb(in.dir, in.args(out));
+  const auto r = run_budget(in.dir, in.args(out));
   BOOST_TEST_MESSAGE(r.err);
   BOOST_REQUIRE_EQUAL(r.exit_code, 0);
   BOOST_CHECK(contains(r.out, "report written to"));
@@ -306,7 +285,7 @@ BOOST_AUTO_TEST_CASE(small_report_is_complete_consistent_and_reproducible) {
 
   // Same inputs, same seed: the same report, wall-clock fields aside.
   const fs::path out2 = in.dir.path / "report2";
-  BOOST_REQUIRE_EQUAL(run_nlb(in.dir, in.args(out2)).exit_code, 0);
+  BOOST_REQUIRE_EQUAL(run_budget(in.dir, in.args(out2)).exit_code, 0);
   const json again = json::parse(slurp(out2 / "report.json"));
   BOOST_CHECK(without_timing(report) == without_timing(again));
   BOOST_CHECK(slurp(out / "layers.csv") == slurp(out2 / "layers.csv"));
@@ -360,7 +339,7 @@ BOOST_AUTO_TEST_CASE(bad_inputs_fail_cleanly_and_leave_no_report) {
       {"budget not a number", "--budget-pct x", 2, {"--budget-pct"}},
   };
   for (const auto& c : cases) {
-    const auto r = run_nlb(in.dir, base + c.args);
+    const auto r = run_budget(in.dir, base + c.args);
     BOOST_TEST_MESSAGE(c.name << ": exit " << r.exit_code << ": " << r.err);
     BOOST_CHECK_MESSAGE(r.exit_code == c.exit_code, c.name << ": exit " << r.exit_code);
     for (const auto& p : c.phrases)

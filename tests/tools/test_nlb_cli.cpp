@@ -1,7 +1,6 @@
 // The nlb program as a user runs it: eval/forward/generate contracts, token files, and a
 // corpus of malformed model directories (each a FormatError naming what is wrong, and a clean
 // non-zero exit from `nlb eval`, never a crash).
-#include <sys/wait.h>
 
 #include <boost/test/unit_test.hpp>
 #include <cstdio>
@@ -11,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "cli_runner.hpp"
+#include "model_copy.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/io/token_file.hpp"
@@ -24,17 +25,8 @@ const fs::path source_dir = NLB_SOURCE_DIR;
 const fs::path tiny_gpt2 = source_dir / "models/tiny-gpt2";
 const fs::path eval_text = source_dir / "data/kjv-eval.txt";
 
-struct RunResult {
-  int exit_code = -1;  // -1 when killed by a signal
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using nlb::test::contains;
+using nlb::test::slurp;
 
 fs::path scratch_dir() {
   static const fs::path dir = [] {
@@ -46,22 +38,9 @@ fs::path scratch_dir() {
   return dir;
 }
 
-// Runs `nlb <args>`; captures stdout and stderr.
-RunResult run_nlb(const std::string& args) {
-  const fs::path out = scratch_dir() / "stdout.txt", err = scratch_dir() / "stderr.txt";
-  const std::string command = std::string("'") + NLB_BINARY + "' " + args + " >'" + out.string() +
-                              "' 2>'" + err.string() + "'";
-  const int status = std::system(command.c_str());
-  RunResult r;
-  if (WIFEXITED(status))
-    r.exit_code = WEXITSTATUS(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+// Runs `nlb <args>` in the scratch directory; captures stdout and stderr.
+nlb::test::CliResult run_nlb(const std::string& args) {
+  return nlb::test::run_nlb(scratch_dir(), args);
 }
 
 double fixture_ppl_8_windows() {
@@ -76,30 +55,14 @@ double fixture_ppl_8_windows() {
 
 // ---- malformed model directories, made from the shipped model ------------------------------
 
-struct Tensor {
-  std::vector<std::int64_t> shape;
-  std::vector<float> values;
-};
-using TensorMap = std::map<std::string, Tensor>;
+using nlb::test::TensorMap;
+const auto read_all = nlb::test::read_all_tensors;
 
-TensorMap read_all(const fs::path& file) {
-  const auto f = nlb::io::SafetensorsFile::open(file);
-  TensorMap m;
-  for (const auto& t : f.tensors())
-    m[t.name] = {t.shape, f.read<float>(t.name)};
-  return m;
-}
-
+// The model directory scratch/<name>, written from `tensors` and `config`.
 fs::path write_model(const std::string& name, const TensorMap& tensors,
                      const nlohmann::json& config) {
   const fs::path dir = scratch_dir() / name;
-  fs::create_directories(dir);
-  nlb::io::SafetensorsWriter w;
-  for (const auto& [n, t] : tensors) {
-    w.add(n, nlb::io::DType::F32, t.shape, std::span<const float>(t.values));
-  }
-  w.write(dir / "model.safetensors");
-  std::ofstream(dir / "config.json") << config.dump(2);
+  nlb::test::write_model_dir(dir, tensors, config);
   return dir;
 }
 
@@ -346,7 +309,8 @@ BOOST_AUTO_TEST_CASE(published_checkpoint_forms_load_and_agree) {
     hub[name.substr(std::string("transformer.").size())] = t;
   }
   for (int i = 0; i < config2["n_layer"].get<int>(); ++i) {
-    Tensor mask{{1, 1, P, P}, std::vector<float>(static_cast<std::size_t>(P * P), 1.0f)};
+    nlb::test::TensorCopy mask{{1, 1, P, P},
+                               std::vector<float>(static_cast<std::size_t>(P * P), 1.0f)};
     hub["h." + std::to_string(i) + ".attn.bias"] = mask;
     hub["h." + std::to_string(i) + ".attn.masked_bias"] = {{}, {-1e4f}};
   }

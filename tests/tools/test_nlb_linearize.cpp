@@ -2,7 +2,6 @@
 // `nlb eval` with the perplexity of the in-memory swap, its surrogate matches the independent
 // PyTorch fit (tests/fixtures/tiny-gpt2-mlp-budget.json), gates files make gated layers, and
 // bad input fails cleanly with nothing left behind.
-#include <sys/wait.h>
 
 #include <boost/test/unit_test.hpp>
 #include <cstdio>
@@ -11,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli_runner.hpp"
 #include "nlb/analysis/tap_collection.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
@@ -34,33 +34,13 @@ const nlb::test::ScratchDir& scratch() {
   return dir;
 }
 
-struct RunResult {
-  int exit_code = -1;  // -1 when killed by a signal
-  std::string out, err;
-};
+using nlb::test::contains;
+using nlb::test::slurp;
+using RunResult = nlb::test::CliResult;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
+// Runs `nlb <args>` in the scratch directory; captures stdout and stderr.
 RunResult run_nlb(const std::string& args) {
-  const fs::path out = scratch().path / "stdout.txt", err = scratch().path / "stderr.txt";
-  const std::string command = std::string("'") + NLB_BINARY + "' " + args + " >'" + out.string() +
-                              "' 2>'" + err.string() + "'";
-  const int status = std::system(command.c_str());
-  RunResult r;
-  if (WIFEXITED(status))
-    r.exit_code = WEXITSTATUS(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+  return nlb::test::run_nlb(scratch().path, args);
 }
 
 std::string q(const fs::path& p) {

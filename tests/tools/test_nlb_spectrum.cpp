@@ -1,7 +1,6 @@
 // `nlb spectrum` as a user runs it: the --json report and the report directory agree, the
 // numbers are the library's, the conversions table appears with --text, and bad input leaves no
 // report behind (exit 1), a bad command line exits 2.
-#include <sys/wait.h>
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli_runner.hpp"
 #include "nlb/analysis/attention_spectrum.hpp"
 #include "nlb/model/hf_loader.hpp"
 #include "scratch_dir.hpp"
@@ -22,30 +22,11 @@ namespace fs = std::filesystem;
 const fs::path source_dir = NLB_SOURCE_DIR;
 const fs::path eval_text = source_dir / "data/kjv-eval.txt";
 
-struct RunResult {
-  int exit_code = -1;  // -1 when killed by a signal
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using nlb::test::slurp;
 
 // Runs `nlb spectrum <args>` in `dir`; captures stdout and stderr.
-RunResult run_spectrum(const nlb::test::ScratchDir& dir, const std::string& args) {
-  const fs::path out = dir.path / "stdout.txt", err = dir.path / "stderr.txt";
-  const std::string command = "cd '" + dir.path.string() + "' && '" + NLB_BINARY + "' spectrum " +
-                              args + " >'" + out.string() + "' 2>'" + err.string() + "'";
-  const int status = std::system(command.c_str());
-  RunResult r;
-  if (WIFEXITED(status))
-    r.exit_code = WEXITSTATUS(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+nlb::test::CliResult run_spectrum(const nlb::test::ScratchDir& dir, const std::string& args) {
+  return nlb::test::run_nlb(dir.path, "spectrum " + args);
 }
 
 // The --json stdout of a successful run, equal to the report.json it wrote.

@@ -1,0 +1,101 @@
+// A whole model against its PyTorch fixture (tools/python/make_fixtures.py): the fixture's
+// windows, logits, every tap and the per-position losses; and the error measure of the tolerance
+// table for whole tensors.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nlb/io/safetensors.hpp"
+#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/loss.hpp"
+
+namespace nlb::test {
+
+/// max |a − b| / max |b| (b's scale floored at 1e-30): whole-tensor error, tolerances.hpp.
+template <class A, class B>
+double relative_to_max(const A& a, const B& b) {
+  const Eigen::MatrixXd bd = b.template cast<double>();
+  const double scale = std::max(bd.cwiseAbs().maxCoeff(), 1e-30);
+  return (a.template cast<double>() - bd).cwiseAbs().maxCoeff() / scale;
+}
+
+/// Window w of a [windows, T, n] fixture tensor as a [T, n] matrix.
+inline Eigen::MatrixXd window_of(const io::SafetensorsFile& f, const std::string& name, Index w) {
+  const auto& info = f.info(name);
+  BOOST_REQUIRE(info.shape.size() == 3u);
+  const auto all = f.read<double>(name);
+  const Index T = info.shape[1], n = info.shape[2];
+  Eigen::MatrixXd m(T, n);
+  for (Index t = 0; t < T; ++t) {
+    for (Index j = 0; j < n; ++j)
+      m(t, j) = all[static_cast<std::size_t>((w * T + t) * n + j)];
+  }
+  return m;
+}
+
+/// The token ids of window w of the fixture's [windows, T] "tokens" tensor.
+inline std::vector<std::int32_t> window_tokens(const io::SafetensorsFile& f, Index w) {
+  const auto& info = f.info("tokens");
+  const auto all = f.read<std::int64_t>("tokens");
+  const Index T = info.shape[1];
+  return std::vector<std::int32_t>(all.begin() + w * T, all.begin() + (w + 1) * T);
+}
+
+/// Loads the model in `model_dir` as Transformer<T>, runs every window of the fixture and checks
+/// max-relative errors of the logits (against "logits_f64") and of every tap ("tap.embedding",
+/// "tap.<layer>.<name>"), and the absolute error of every per-position loss ("loss", [windows,
+/// T − 1]) against the bounds; prints the worst of each.
+template <class T>
+void check_model_against_fixture(const std::filesystem::path& model_dir,
+                                 const std::filesystem::path& fixture_file, double logits_bound,
+                                 double tap_bound, double loss_bound) {
+  const auto model = load_model<T>(model_dir);
+  const auto ref = io::SafetensorsFile::open(fixture_file);
+  const Index windows = ref.info("tokens").shape[0];
+  BOOST_REQUIRE(windows >= 1);
+  const auto ref_loss = ref.read<double>("loss");
+  double worst_logits = 0, worst_tap = 0, worst_loss = 0;
+  std::string worst_tap_name;
+  for (Index w = 0; w < windows; ++w) {
+    const auto tokens = window_tokens(ref, w);
+    std::map<std::string, Eigen::MatrixXd> taps;
+    RowMatrix<T> logits;
+    model.forward(tokens, logits, [&](Tap tap, Index layer, const auto& m) {
+      const std::string key =
+          tap == Tap::embedding ? "tap.embedding"
+                                : "tap." + std::to_string(layer) + "." + std::string(tap_name(tap));
+      taps[key] = m.template cast<double>();
+    });
+    worst_logits = std::max(worst_logits, relative_to_max(logits, window_of(ref, "logits_f64", w)));
+    BOOST_TEST(taps.size() == 1u + 5u * static_cast<std::size_t>(model.config().n_layers));
+    for (const auto& [key, value] : taps) {
+      const double err = relative_to_max(value, window_of(ref, key, w));
+      if (err > worst_tap) {
+        worst_tap = err;
+        worst_tap_name = key;
+      }
+    }
+    const auto loss = next_token_losses(logits, tokens);
+    for (std::size_t t = 0; t < loss.size(); ++t) {
+      worst_loss = std::max(
+          worst_loss, std::abs(loss[t] - ref_loss[static_cast<std::size_t>(w) * loss.size() + t]));
+    }
+  }
+  BOOST_TEST_MESSAGE(model_dir.filename().string()
+                     << " <" << (sizeof(T) == 4 ? "float" : "double")
+                     << ">: logits max error / max |logit| " << worst_logits << ", worst tap "
+                     << worst_tap_name << " " << worst_tap << ", worst loss " << worst_loss);
+  BOOST_TEST(worst_logits <= logits_bound);
+  BOOST_TEST(worst_tap <= tap_bound);
+  BOOST_TEST(worst_loss <= loss_bound);
+}
+
+}  // namespace nlb::test
