@@ -13,7 +13,7 @@
 #include <random>
 
 #include "nlb/io/safetensors_writer.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 
 namespace {
 

@@ -1,8 +1,10 @@
-// Umbrella for nlb/kernels: the row kernels (GELU, layer norm, softmax, rotary), each with a scalar
+// Umbrella for nlb/kernels: the row kernels (GELU, LayerNorm, softmax, rotary, softplus, ELU+1), each with a scalar
 // reference and an xsimd form selected by the backend tag. See docs/kernels.md.
 #pragma once
 
+#include "nlb/kernels/elu_feature.hpp"
 #include "nlb/kernels/gelu.hpp"
 #include "nlb/kernels/layer_norm.hpp"
 #include "nlb/kernels/rotary.hpp"
 #include "nlb/kernels/softmax.hpp"
+#include "nlb/kernels/softplus.hpp"

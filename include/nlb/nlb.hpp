@@ -1,14 +1,11 @@
-// nlbudget: everything CPU-side. Include this, or the one header you need.
+// nlbudget: everything CPU-side, one umbrella per folder. Include this, or a folder's umbrella
+// (nlb/mlp.hpp, ...), or the one header you need.
 #pragma once
 
-#include "nlb/analysis/flops.hpp"
+#include "nlb/analysis.hpp"
+#include "nlb/attention.hpp"
 #include "nlb/core.hpp"
+#include "nlb/io.hpp"
 #include "nlb/kernels.hpp"
-#include "nlb/mlp/activation.hpp"
-#include "nlb/mlp/gate_labels.hpp"
-#include "nlb/mlp/gated_mlp.hpp"
-#include "nlb/mlp/hyperplane_gate.hpp"
-#include "nlb/mlp/mlp.hpp"
-#include "nlb/mlp/ridge_stats.hpp"
-#include "nlb/mlp/ridge_surrogate.hpp"
-#include "nlb/mlp/route_counts.hpp"
+#include "nlb/mlp.hpp"
+#include "nlb/model.hpp"

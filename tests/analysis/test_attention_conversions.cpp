@@ -9,7 +9,7 @@
 #include "nlb/analysis/attention_conversions.hpp"
 #include "nlb/attention/sd_attention.hpp"
 #include "nlb/io/token_file.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "test_random.hpp"
 #include "tolerances.hpp"
 

@@ -11,7 +11,7 @@
 #include "error_message.hpp"
 #include "nlb/analysis/budget.hpp"
 #include "nlb/io/token_file.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
 #include "tolerances.hpp"
 

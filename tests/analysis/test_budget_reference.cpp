@@ -11,7 +11,7 @@
 
 #include "nlb/analysis/budget.hpp"
 #include "nlb/io/token_file.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "tolerances.hpp"
 
 namespace {

@@ -14,7 +14,7 @@
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/io/token_file.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
 #include "scratch_dir.hpp"
 #include "test_random.hpp"

@@ -14,7 +14,7 @@
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/io/token_file.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
 #include "nlb/model/sd_loader.hpp"
 #include "scratch_dir.hpp"

@@ -10,7 +10,7 @@
 #include "model_fixture.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/token_file.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
 #include "tolerances.hpp"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "nlb/io/safetensors.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
 
 namespace nlb::test {

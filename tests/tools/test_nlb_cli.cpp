@@ -15,7 +15,7 @@
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/io/token_file.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "tolerances.hpp"
 
 namespace {

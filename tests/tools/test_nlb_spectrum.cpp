@@ -12,7 +12,7 @@
 
 #include "cli_runner.hpp"
 #include "nlb/analysis/attention_spectrum.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "scratch_dir.hpp"
 #include "tolerances.hpp"
 

@@ -12,7 +12,7 @@
 #include "budget_report.hpp"
 #include "common.hpp"
 #include "nlb/analysis/budget.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "report_files.hpp"
 
 namespace nlb::cli {

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
 
 namespace nlb::cli {

@@ -3,7 +3,7 @@
 
 #include "common.hpp"
 #include "nlb/io/safetensors_writer.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 
 namespace nlb::cli {
 

@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "common.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "nlb/model/sampling.hpp"
 
 namespace nlb::cli {

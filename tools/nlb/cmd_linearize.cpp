@@ -19,7 +19,7 @@
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/mlp/ridge_surrogate.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 
 namespace nlb::cli {
 

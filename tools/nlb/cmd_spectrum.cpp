@@ -12,7 +12,7 @@
 #include "common.hpp"
 #include "nlb/analysis/attention_conversions.hpp"
 #include "nlb/analysis/attention_spectrum.hpp"
-#include "nlb/model/hf_loader.hpp"
+#include "nlb/model/load_model.hpp"
 #include "report_files.hpp"
 #include "svg_plot.hpp"
 

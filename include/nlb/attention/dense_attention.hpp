@@ -8,7 +8,7 @@
 #include "nlb/core.hpp"
 #include "nlb/kernels/rotary.hpp"
 #include "nlb/kernels/softmax.hpp"
-#include "nlb/model/kv_cache.hpp"
+#include "nlb/attention/kv_cache.hpp"
 
 namespace nlb {
 

@@ -14,7 +14,7 @@
 #include "nlb/attention/detail/causal_product.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/softmax.hpp"
-#include "nlb/model/kv_cache.hpp"
+#include "nlb/attention/kv_cache.hpp"
 
 namespace nlb {
 

@@ -12,7 +12,7 @@
 #include "nlb/core.hpp"
 #include "nlb/kernels/elu_feature.hpp"
 #include "nlb/kernels/rotary.hpp"
-#include "nlb/model/kv_cache.hpp"
+#include "nlb/attention/kv_cache.hpp"
 
 namespace nlb {
 

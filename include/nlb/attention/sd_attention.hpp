@@ -15,7 +15,7 @@
 #include "nlb/attention/skew_routing.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/softmax.hpp"
-#include "nlb/model/kv_cache.hpp"
+#include "nlb/attention/kv_cache.hpp"
 
 namespace nlb {
 

@@ -7,7 +7,7 @@
 #include "nlb/core.hpp"
 #include "nlb/kernels/layer_norm.hpp"
 #include "nlb/mlp/route_counts.hpp"
-#include "nlb/model/kv_cache.hpp"
+#include "nlb/attention/kv_cache.hpp"
 #include "nlb/model/taps.hpp"
 
 namespace nlb {
