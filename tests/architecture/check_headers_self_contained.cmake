@@ -2,9 +2,10 @@
 # alone (a generated translation unit that includes it twice, so the include guard is tested
 # too) with -fsyntax-only, and fails naming each header that does not compile by itself.
 #
-#   -DCXX=<compiler> -DFLAGS=<;-list of flags> -DINCLUDE_ROOT=<include dir> -DFAMILY=<core|mlp|...>
+#   -DCXX=<compiler> -DFLAGS=<flags separated by |> -DINCLUDE_ROOT=<include dir> -DFAMILY=<core|mlp|...>
 #   -DWORK_DIR=<scratch dir>
 # FAMILY "umbrellas" checks the umbrella headers nlb/*.hpp.
+cmake_minimum_required(VERSION 3.25)
 foreach(var CXX INCLUDE_ROOT FAMILY WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "check_headers_self_contained: -D${var}=... is required")
@@ -20,13 +21,14 @@ list(LENGTH headers count)
 if(count EQUAL 0)
   message(FATAL_ERROR "check_headers_self_contained: no headers under ${INCLUDE_ROOT}/nlb/${FAMILY}")
 endif()
+string(REPLACE "|" ";" flags "${FLAGS}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(failed "")
 foreach(header IN LISTS headers)
   string(MAKE_C_IDENTIFIER "${header}" id)
   set(unit "${WORK_DIR}/${id}.cpp")
   file(WRITE "${unit}" "#include \"${header}\"\n#include \"${header}\"\n")
-  execute_process(COMMAND "${CXX}" ${FLAGS} "-I${INCLUDE_ROOT}" -fsyntax-only "${unit}"
+  execute_process(COMMAND "${CXX}" ${flags} "-I${INCLUDE_ROOT}" -fsyntax-only "${unit}"
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(rc EQUAL 0)
     message(STATUS "self-contained: ${header}")

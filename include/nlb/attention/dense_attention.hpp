@@ -33,8 +33,13 @@ struct AttentionWeights {
 /// values, S = past + T).
 template <class T, int D = Dynamic, class Backend = backend::cpu>
 class DenseAttention {
+  static_assert(backend::is_host<Backend>,
+                "DenseAttention: a host component: Backend must be backend::scalar or "
+                "backend::simd<Arch> (backend::cuda runs its own components)");
+
  public:
   using Scalar = T;
+  using backend_type = Backend;
   static constexpr int size = D;
   using Input = Activations<T, D>;
   using Output = Activations<T, D>;

@@ -20,8 +20,13 @@ namespace nlb {
 /// computed once, at construction, with the backend's softplus kernel.
 template <class T, int D = Dynamic, class Backend = backend::cpu>
 class DiagonalFilter {
+  static_assert(backend::is_host<Backend>,
+                "DiagonalFilter: a host component: Backend must be backend::scalar or "
+                "backend::simd<Arch> (backend::cuda runs its own components)");
+
  public:
   using Scalar = T;
+  using backend_type = Backend;
   static constexpr int size = D;
 
   DiagonalFilter() = default;
@@ -116,8 +121,13 @@ class DiagonalFilter {
 /// D = softplus(θ) I with one scalar θ (per head), for any width d.
 template <class T, class Backend = backend::cpu>
 class ScalarFilter {
+  static_assert(backend::is_host<Backend>,
+                "ScalarFilter: a host component: Backend must be backend::scalar or "
+                "backend::simd<Arch> (backend::cuda runs its own components)");
+
  public:
   using Scalar = T;
+  using backend_type = Backend;
   static constexpr int size = Dynamic;
 
   /// θ = 0: D = log(2) I.

@@ -39,8 +39,13 @@ struct FactoredHead {
 /// T·(past + T/2)·W (scores) + 2·T·S·d (context).
 template <class T, int D = Dynamic, class Backend = backend::cpu>
 class FactoredAttention {
+  static_assert(backend::is_host<Backend>,
+                "FactoredAttention: a host component: Backend must be backend::scalar or "
+                "backend::simd<Arch> (backend::cuda runs its own components)");
+
  public:
   using Scalar = T;
+  using backend_type = Backend;
   static constexpr int size = D;
   using Input = Activations<T, D>;
   using Output = Activations<T, D>;

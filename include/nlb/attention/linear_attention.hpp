@@ -83,8 +83,13 @@ void linear_attention_head(Backend, const Eigen::Ref<const RowMatrix<T>>& q,
 /// one.
 template <class T, int D = Dynamic, class Backend = backend::cpu>
 class LinearAttention {
+  static_assert(backend::is_host<Backend>,
+                "LinearAttention: a host component: Backend must be backend::scalar or "
+                "backend::simd<Arch> (backend::cuda runs its own components)");
+
  public:
   using Scalar = T;
+  using backend_type = Backend;
   static constexpr int size = D;
   using Input = Activations<T, D>;
   using Output = Activations<T, D>;

@@ -34,14 +34,18 @@ namespace nlb {
 /// KV cache (ours): the cache's "keys" rows hold the raw input rows x_j, its "values" rows hold
 /// the V rows; the routing features of every cached key are recomputed each call
 /// (O(S·d·Rank) per head, S = past + T).
-template <class RoutingT, class FilterT, class Backend = backend::cpu>
+template <class RoutingT, class FilterT, class Backend = typename RoutingT::backend_type>
 class SDAttention {
  public:
   using Scalar = typename RoutingT::Scalar;
+  using backend_type = Backend;
   using Routing = RoutingT;
   using Filter = FilterT;
   static_assert(std::is_same_v<Scalar, typename FilterT::Scalar>,
                 "SDAttention: routing and filter must have the same scalar type");
+  static_assert(std::is_same_v<typename RoutingT::backend_type, Backend> &&
+                    std::is_same_v<typename FilterT::backend_type, Backend>,
+                "SDAttention: routing, filter and attention must run on one backend");
   static constexpr int size = FilterT::size;  // d when the filter fixes it, else Dynamic
   using Input = Activations<Scalar, size>;
   using Output = Activations<Scalar, size>;

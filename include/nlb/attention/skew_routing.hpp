@@ -28,9 +28,13 @@ template <class T, int Rank = Dynamic, class Backend = backend::cpu>
 class SkewSymmetricRouting {
   static_assert(Rank == Dynamic || (Rank > 0 && Rank % 2 == 0),
                 "SkewSymmetricRouting: Rank must be a positive even number (2r) or Dynamic");
+  static_assert(backend::is_host<Backend>,
+                "SkewSymmetricRouting: a host component: Backend must be backend::scalar or "
+                "backend::simd<Arch> (backend::cuda runs its own components)");
 
  public:
   using Scalar = T;
+  using backend_type = Backend;
   static constexpr int rank_value = Rank;
   static constexpr int half_rank = Rank == Dynamic ? Dynamic : Rank / 2;
   // [d, r]; Dynamic storage even for a fixed Rank (r = 1 would make a fixed one a column vector,

@@ -29,6 +29,10 @@ inline constexpr bool is_simd = false;
 template <class Arch>
 inline constexpr bool is_simd<simd<Arch>> = true;
 
+/// The CUDA backend (device memory, cuBLAS and thrust). Declared here, beside the host
+/// backends, so that a host component asked for it refuses with its own static_assert.
+struct cuda {};
+
 /// True for every CPU backend (host memory, Eigen GEMMs).
 template <class B>
 inline constexpr bool is_host = std::is_base_of_v<scalar, B>;

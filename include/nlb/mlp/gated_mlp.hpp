@@ -40,6 +40,10 @@ class GatedMLP {
   static_assert(std::is_same_v<Scalar, typename SurrogateT::Scalar> &&
                     std::is_same_v<Scalar, typename GateT::Scalar>,
                 "GatedMLP: the MLP, surrogate and gate must share one scalar type");
+  using backend_type = typename MlpT::backend_type;
+  static_assert(std::is_same_v<backend_type, typename SurrogateT::backend_type> &&
+                    std::is_same_v<backend_type, typename GateT::backend_type>,
+                "GatedMLP: the MLP, surrogate and gate must run on one backend");
   static_assert(detail::sizes_compatible<MlpT::in_size, SurrogateT::in_size> &&
                     detail::sizes_compatible<MlpT::out_size, SurrogateT::out_size> &&
                     detail::sizes_compatible<MlpT::in_size, GateT::size>,

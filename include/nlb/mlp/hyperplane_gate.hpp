@@ -48,11 +48,12 @@ template <class T, int D = Dynamic, class Backend = backend::cpu>
 class HyperplaneGate {
   static_assert(std::is_floating_point_v<T>, "HyperplaneGate<T, ...>: T must be float or double");
   static_assert(backend::is_host<Backend>,
-                "HyperplaneGate<T, D, Backend>: only host backends (backend::scalar, "
-                "backend::simd<Arch>) are implemented");
+                "HyperplaneGate: a host component: Backend must be backend::scalar or "
+                "backend::simd<Arch> (backend::cuda runs its own components)");
 
  public:
   using Scalar = T;
+  using backend_type = Backend;
   static constexpr int size = D;
 
   /// An unfitted gate: zero weight and bias (every score 0, so nothing exceeds threshold 0).

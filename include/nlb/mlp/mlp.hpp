@@ -17,10 +17,14 @@ namespace nlb {
 template <class T, int D = Dynamic, int H = Dynamic, class Act = GeluTanh,
           class Backend = backend::cpu>
 class Mlp {
+  static_assert(backend::is_host<Backend>,
+                "Mlp: a host component: Backend must be backend::scalar or "
+                "backend::simd<Arch> (backend::cuda runs its own components)");
+
  public:
   using Scalar = T;
+  using backend_type = Backend;
   using Activation = Act;
-  using BackendType = Backend;
   static constexpr int in_size = D;
   static constexpr int hidden_size = H;
   static constexpr int out_size = D;

@@ -139,10 +139,13 @@ template <class T, int DIn = Dynamic, int DOut = Dynamic, class Backend = backen
 class RidgeSurrogate {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "RidgeSurrogate: T must be float or double");
-  static_assert(backend::is_host<Backend>, "RidgeSurrogate: only CPU backends are implemented");
+  static_assert(backend::is_host<Backend>,
+                "RidgeSurrogate: a host component: Backend must be backend::scalar or "
+                "backend::simd<Arch> (backend::cuda runs its own components)");
 
  public:
   using Scalar = T;
+  using backend_type = Backend;
   using BackendType = Backend;
   static constexpr int in_size = DIn;
   static constexpr int out_size = DOut;

@@ -43,6 +43,7 @@ template <class T, class Backend = backend::cpu>
 class AttentionSlot {
  public:
   using Scalar = T;
+  using backend_type = Backend;
   static constexpr int size = Dynamic;
   using Input = Activations<T>;
   using Output = Activations<T>;

@@ -2,6 +2,7 @@
 // sequential (GPT-2) or parallel (GPT-NeoX).
 #pragma once
 
+#include <type_traits>
 #include <utility>
 
 #include "nlb/core.hpp"
@@ -28,8 +29,15 @@ struct LayerNormWeights {
 /// forward(X, Y) — Mlp, GatedMLP (hard routing) or MlpSlot — or a RidgeSurrogate (apply).
 template <class T, int D, class AttnT, class MlpT, class Backend = backend::cpu>
 class Block {
+  static_assert(std::is_same_v<typename AttnT::Scalar, T> && std::is_same_v<typename MlpT::Scalar, T>,
+                "Block: attention, MLP and block must share one scalar type");
+  static_assert(std::is_same_v<typename AttnT::backend_type, Backend> &&
+                    std::is_same_v<typename MlpT::backend_type, Backend>,
+                "Block: attention, MLP and block must run on one backend");
+
  public:
   using Scalar = T;
+  using backend_type = Backend;
   static constexpr int size = D;
   using Stream = Activations<T, D>;
   using Attention = AttnT;

@@ -18,6 +18,7 @@ template <class T, class Backend = backend::cpu>
 class MlpSlot {
  public:
   using Scalar = T;
+  using backend_type = Backend;
   static constexpr int in_size = Dynamic;
   static constexpr int out_size = Dynamic;
   using MlpTanh = Mlp<T, Dynamic, Dynamic, GeluTanh, Backend>;
