@@ -1,7 +1,9 @@
 // Uses every public component through the installed package. Exits non-zero on a wrong result.
 #include <cstdio>
 #include <nlb/nlb.hpp>
+#include <nlb/version.hpp>
 #include <random>
+#include <string_view>
 #include <vector>
 
 int main() {
@@ -53,6 +55,12 @@ int main() {
     mlp.forward(random(2, d + 1));
     return 1;  // a shape error must have been raised
   } catch (const nlb::ShapeError&) {
+  }
+  // The installed nlb/version.hpp states the version of the package find_package found.
+  if (nlb::version.string != std::string_view(NLB_PACKAGE_VERSION)) {
+    std::printf("consumer: nlb/version.hpp says %s, the package %s\n", NLB_VERSION_STRING,
+                NLB_PACKAGE_VERSION);
+    return 1;
   }
   return (counts.linear == 128 && surrogate.r2() > 0.0) ? 0 : 1;
 }
