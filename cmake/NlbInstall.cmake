@@ -3,6 +3,8 @@ include(CMakePackageConfigHelpers)
 
 install(TARGETS nlbudget EXPORT nlbudgetTargets)
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/nlb" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+install(FILES "${NLB_GENERATED_INCLUDE_DIR}/nlb/version.hpp"
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/nlb")
 
 set(NLB_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_DATADIR}/cmake/nlbudget")
 install(EXPORT nlbudgetTargets NAMESPACE nlbudget:: DESTINATION "${NLB_CMAKE_INSTALL_DIR}")

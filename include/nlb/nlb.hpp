@@ -9,3 +9,4 @@
 #include "nlb/kernels.hpp"
 #include "nlb/mlp.hpp"
 #include "nlb/model.hpp"
+#include "nlb/version.hpp"  // generated from project(VERSION) into the build tree

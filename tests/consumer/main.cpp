@@ -10,6 +10,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -167,6 +168,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: consumer MODEL_DIR (e.g. models/tiny-gpt2)\n");
     return 2;
   }
+  // nlb.hpp brings nlb/version.hpp, which must state the version find_package found.
+  check(nlb::version.string == std::string_view(NLB_PACKAGE_VERSION),
+        std::string("nlb/version.hpp says ") + NLB_VERSION_STRING + ", the package " +
+            NLB_PACKAGE_VERSION);
   mlp_family();
   attention_family();
   model_family(argv[1]);

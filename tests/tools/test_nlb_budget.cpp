@@ -1,7 +1,9 @@
 // `nlb budget` as a user runs it: a small complete report (every file, report.json valid against
 // docs/budget-report.schema.json, layers.csv consistent with it, gate files readable, the same
-// inputs giving the same report), and bad input — missing or too-short files, a model without
-// MLP tensors, budgets <= 0 — failing with a clear message, a non-zero exit and no report left.
+// inputs giving the same report), token-id inputs giving the report of the same text, the help
+// page's defaults being the protocol's, and bad input — missing or too-short files, a model
+// without MLP tensors, budgets <= 0, renamed options, token-id and text inputs mixed — failing
+// with a clear message, a non-zero exit and no report left.
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -14,8 +16,10 @@
 #include <string>
 
 #include "cli_runner.hpp"
+#include "nlb/analysis/budget_protocol.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
+#include "nlb/io/token_file.hpp"
 #include "nlb/model/config.hpp"
 #include "scratch_dir.hpp"
 
@@ -164,7 +168,7 @@ struct Inputs {
     cross = dir.write_text("cross.txt", c.substr(0, 12 * 128));
   }
   std::string args(const fs::path& out) const {
-    return "--fit-tokens 1000 --label-tokens 2000 --eval-text '" + eval.string() +
+    return "--fit-positions 1000 --label-positions 2000 --eval-text '" + eval.string() +
            "' --cross-text '" + cross.string() +
            "' --seed 7 --budget-pct 1 --budget-pct 3 --out '" + out.string() + "'";
   }
@@ -294,7 +298,8 @@ BOOST_AUTO_TEST_CASE(small_report_is_complete_consistent_and_reproducible) {
 BOOST_AUTO_TEST_CASE(bad_inputs_fail_cleanly_and_leave_no_report) {
   Inputs in;
   const fs::path out = in.dir.path / "never";
-  const std::string base = "--out '" + out.string() + "' --fit-tokens 1000 --label-tokens 2000 ";
+  const std::string base =
+      "--out '" + out.string() + "' --fit-positions 1000 --label-positions 2000 ";
   struct Case {
     std::string name, args;
     int exit_code;
@@ -346,4 +351,138 @@ BOOST_AUTO_TEST_CASE(bad_inputs_fail_cleanly_and_leave_no_report) {
       BOOST_CHECK_MESSAGE(contains(r.err, p), c.name << ": stderr lacks \"" << p << "\"");
     BOOST_CHECK_MESSAGE(!fs::exists(out), c.name << ": a report directory was left behind");
   }
+}
+
+// Token-id files (one option per input) give the report of the same tokens read as text: only
+// the file names and the stated token format differ. Small protocol: this is about the inputs.
+BOOST_AUTO_TEST_CASE(token_id_files_give_the_text_report) {
+  Inputs in;
+  const std::string small = "--fit-positions 256 --label-positions 400 --budget-pct 2 --seed 3 ";
+  const std::vector<std::string> sets{"fit", "label", "eval", "cross"};
+  const std::vector<fs::path> texts{source_dir / "data/kjv-fit.txt",
+                                    source_dir / "data/kjv-label.txt", in.eval, in.cross};
+  std::string as_text = small, as_ids = small + "--token-dtype u32 ";
+  std::vector<fs::path> id_files;
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    id_files.push_back(in.dir.path / (sets[i] + ".u32.bin"));
+    nlb::io::write_token_file(id_files[i], nlb::io::read_text_tokens(texts[i]),
+                              nlb::io::TokenDType::U32);
+    as_text += "--" + sets[i] + "-text '" + texts[i].string() + "' ";
+    as_ids += "--" + sets[i] + "-tokens-file '" + id_files[i].string() + "' ";
+  }
+  const auto t = run_budget(in.dir, as_text + "--out text-report");
+  BOOST_TEST_REQUIRE(t.exit_code == 0, t.err);
+  const auto b = run_budget(in.dir, as_ids + "--out ids-report");
+  BOOST_TEST_REQUIRE(b.exit_code == 0, b.err);
+  json text_report = json::parse(slurp(in.dir.path / "text-report/report.json"));
+  json ids_report = json::parse(slurp(in.dir.path / "ids-report/report.json"));
+  BOOST_TEST(text_report["protocol"]["token_format"] == "bytes");
+  BOOST_TEST(ids_report["protocol"]["token_format"] == "token ids (u32)");
+  for (std::size_t i = 0; i < sets.size(); ++i) {
+    const std::string key = sets[i] + "_text";
+    BOOST_TEST(ids_report["protocol"][key] == id_files[i].string(), key);
+    BOOST_TEST(text_report["protocol"][key] == texts[i].string(), key);
+  }
+  BOOST_TEST(ids_report["protocol"]["fit_tokens"] == 256);
+  BOOST_TEST(ids_report["protocol"]["label_tokens"] == 400);
+  for (auto* r : {&text_report, &ids_report}) {
+    for (const auto& key : sets)
+      (*r)["protocol"].erase(key + "_text");
+    (*r)["protocol"].erase("token_format");
+  }
+  BOOST_CHECK(without_timing(text_report) == without_timing(ids_report));
+}
+
+BOOST_AUTO_TEST_CASE(token_id_inputs_are_all_four_and_named_in_errors) {
+  Inputs in;
+  const fs::path out = in.dir.path / "never";
+  const fs::path fit = in.dir.path / "fit.u16.bin", label = in.dir.path / "label.u16.bin",
+                 eval = in.dir.path / "eval.u16.bin", cross = in.dir.path / "cross.u16.bin";
+  nlb::io::write_token_file(fit, nlb::io::read_text_tokens(source_dir / "data/kjv-fit.txt"));
+  nlb::io::write_token_file(label, nlb::io::read_text_tokens(in.eval));  // 1536 tokens: short
+  nlb::io::write_token_file(eval, nlb::io::read_text_tokens(in.eval));
+  nlb::io::write_token_file(cross, nlb::io::read_text_tokens(in.cross));
+  const std::string four = "--fit-tokens-file '" + fit.string() + "' --label-tokens-file '" +
+                           label.string() + "' --eval-tokens-file '" + eval.string() +
+                           "' --cross-tokens-file '" + cross.string() + "' ";
+  struct Case {
+    std::string name, args;
+    int exit_code;
+    std::vector<std::string> phrases;
+  };
+  const std::vector<Case> cases{
+      {"a short label token file",
+       four + "--fit-positions 1000 --label-positions 2000",
+       1,
+       {"--label-tokens-file", "label.u16.bin", "expected at least 2048 tokens",
+        "found 1536 tokens"}},
+      {"one token-id file and default texts",
+       "--fit-tokens-file '" + fit.string() + "'",
+       2,
+       {"--fit-tokens-file is a token-id file", "--label-tokens-file FILE"}},
+      {"token ids mixed with a text",
+       "--fit-tokens-file '" + fit.string() + "' --label-tokens-file '" + label.string() +
+           "' --eval-tokens-file '" + eval.string() + "' --cross-text '" + in.cross.string() + "'",
+       2,
+       {"--cross-tokens-file FILE", "instead of --cross-text"}},
+      {"a text and a token-id file for one input",
+       four + "--fit-text '" + in.eval.string() + "'",
+       2,
+       {"at most one of --fit-text FILE and --fit-tokens-file FILE"}},
+      {"--token-dtype with texts", "--token-dtype u32", 2, {"--token-dtype", "--fit-tokens-file"}},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_budget(in.dir, "--out '" + out.string() + "' " + c.args);
+    BOOST_CHECK_MESSAGE(r.exit_code == c.exit_code,
+                        c.name << ": exit " << r.exit_code << ": " << r.err);
+    for (const auto& p : c.phrases)
+      BOOST_CHECK_MESSAGE(contains(r.err, p),
+                          c.name << ": stderr lacks \"" << p << "\": " << r.err);
+    BOOST_CHECK_MESSAGE(!fs::exists(out), c.name << ": a report directory was left behind");
+  }
+}
+
+// The options renamed so that "tokens" always names a token-id file (CHANGELOG.md): each old
+// spelling is a usage error that names its replacement, before any work.
+BOOST_AUTO_TEST_CASE(old_spellings_name_their_replacements) {
+  Inputs in;
+  const fs::path out = in.dir.path / "never";
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases{
+      {"--tokens",
+       {"option --tokens was renamed", "--fit-tokens-file FILE", "--label-tokens-file FILE",
+        "--eval-tokens-file FILE", "--cross-tokens-file FILE"}},
+      {"--fit-tokens 1000", {"option --fit-tokens was renamed", "--fit-positions N"}},
+      {"--label-tokens 2000", {"option --label-tokens was renamed", "--label-positions N"}},
+  };
+  for (const auto& [args, phrases] : cases) {
+    const auto r = run_budget(in.dir, args + " --out '" + out.string() + "'");
+    BOOST_CHECK_MESSAGE(r.exit_code == 2, args << ": exit " << r.exit_code << ": " << r.err);
+    for (const auto& p : phrases)
+      BOOST_CHECK_MESSAGE(contains(r.err, p), args << ": stderr lacks \"" << p << "\": " << r.err);
+    BOOST_CHECK_MESSAGE(!contains(r.err, "nlb budget: fit"), args << ": the pipeline started");
+    BOOST_CHECK(!fs::exists(out));
+  }
+}
+
+// `nlb help budget` prints the protocol's own defaults (BudgetProtocol{}), not a copy.
+BOOST_AUTO_TEST_CASE(help_page_prints_the_protocol_defaults) {
+  Inputs in;
+  const auto r = nlb::test::run_nlb(in.dir.path, "help budget");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const nlb::BudgetProtocol p;
+  auto line = [&](const std::string& option) {
+    const auto at = r.out.find("\n  " + option + " ");
+    BOOST_TEST_REQUIRE(at != std::string::npos, option);
+    return r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+  };
+  std::ostringstream lambda, budgets;
+  lambda << p.lambda;
+  for (std::size_t i = 0; i < p.budgets_pct.size(); ++i)
+    budgets << (i == 0 ? "" : i + 1 == p.budgets_pct.size() ? " and " : ", ") << p.budgets_pct[i];
+  BOOST_TEST(contains(line("--fit-positions"), "(default " + std::to_string(p.fit_tokens)));
+  BOOST_TEST(contains(line("--label-positions"), "(default " + std::to_string(p.label_tokens)));
+  BOOST_TEST(contains(line("--context"), "(default min(" + std::to_string(p.context) + ","));
+  BOOST_TEST(contains(line("--lambda"), "(default " + lambda.str() + ")"));
+  BOOST_TEST(contains(line("--budget-pct"), "(default " + budgets.str() + ")"));
+  BOOST_TEST(contains(line("--seed"), "(default " + std::to_string(p.seed) + ")"));
 }

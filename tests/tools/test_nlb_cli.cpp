@@ -1,12 +1,14 @@
-// The nlb program as a user runs it: eval/forward/generate contracts, token files, and a
-// corpus of malformed model directories (each a FormatError naming what is wrong, and a clean
-// non-zero exit from `nlb eval`, never a crash).
+// The nlb program as a user runs it: eval/forward/generate contracts, token files, help pages
+// and the version, renamed options, and a corpus of malformed model directories (each a
+// FormatError naming what is wrong, and a clean non-zero exit from `nlb eval`, never a crash).
 
 #include <boost/test/unit_test.hpp>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -16,6 +18,8 @@
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
+#include "nlb/model/sampling.hpp"
+#include "nlb/version.hpp"
 #include "tolerances.hpp"
 
 namespace {
@@ -241,7 +245,7 @@ BOOST_AUTO_TEST_CASE(forward_writes_logits_atomically) {
 
 BOOST_AUTO_TEST_CASE(generate_is_deterministic_for_a_seed) {
   const std::string common =
-      "generate --model '" + tiny_gpt2.string() + "' --prompt 'And God said' --tokens 40 ";
+      "generate --model '" + tiny_gpt2.string() + "' --prompt 'And God said' --length 40 ";
   const auto a = run_nlb(common + "--top-k 5 --temperature 0.8 --seed 7");
   const auto b = run_nlb(common + "--top-k 5 --temperature 0.8 --seed 7");
   const auto greedy = run_nlb(common + "--temperature 0");
@@ -269,6 +273,137 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2_with_a_message) {
   const auto missing_text = run_nlb("eval --text /nonexistent.txt");
   BOOST_TEST(missing_text.exit_code == 1);
   BOOST_TEST(contains(missing_text.err, "/nonexistent.txt"));
+}
+
+BOOST_AUTO_TEST_CASE(token_dtype_needs_a_token_file_and_a_known_width) {
+  auto tokens = nlb::io::read_text_tokens(eval_text);
+  tokens.resize(tokens.size() / 2 * 2);  // an even count: read as u32 the size still fits
+  const fs::path u16 = scratch_dir() / "dtype.u16.bin";
+  nlb::io::write_token_file(u16, tokens, nlb::io::TokenDType::U16);
+  // With --text, --token-dtype would silently do nothing.
+  const auto unused =
+      run_nlb("eval --text '" + eval_text.string() + "' --token-dtype u32 --max-windows 1");
+  BOOST_TEST(unused.exit_code == 2, unused.err);
+  BOOST_TEST(contains(unused.err, "--token-dtype"));
+  BOOST_TEST(contains(unused.err, "--tokens FILE"));
+  const auto unknown = run_nlb("eval --tokens '" + u16.string() + "' --token-dtype u8");
+  BOOST_TEST(unknown.exit_code == 2, unknown.err);
+  BOOST_TEST(contains(unknown.err, "expected u16 or u32, found \"u8\""));
+  // The width is used: a u16 file read as u32 pairs two ids into one, beyond the vocabulary.
+  const auto wrong = run_nlb("eval --tokens '" + u16.string() + "' --token-dtype u32");
+  BOOST_TEST(wrong.exit_code == 1, wrong.err);
+  BOOST_TEST(contains(wrong.err, "vocab_size 256"));
+}
+
+// Every option that changed its name in the CLI coherence pass (CHANGELOG.md) fails with a usage
+// error naming the new spelling, in every subcommand that had it (budget's and linearize's
+// renames are checked in their own suites, generate's here).
+BOOST_AUTO_TEST_CASE(generate_tokens_count_was_renamed_length) {
+  const auto r =
+      run_nlb("generate --model '" + tiny_gpt2.string() + "' --prompt 'And God said' --tokens 40");
+  BOOST_TEST(r.exit_code == 2, r.err);
+  BOOST_TEST(contains(r.err, "option --tokens was renamed"), r.err);
+  BOOST_TEST(contains(r.err, "--length N"), r.err);
+  BOOST_TEST(r.out.empty());
+}
+
+BOOST_AUTO_TEST_CASE(version_is_the_projects) {
+  // The generated header follows project(VERSION) in the top-level CMakeLists.txt ...
+  const std::string cmake = slurp(source_dir / "CMakeLists.txt");
+  const std::string key = "project(nlbudget VERSION ";
+  const auto at = cmake.find(key);
+  BOOST_TEST_REQUIRE(at != std::string::npos);
+  const auto begin = at + key.size();
+  const std::string project_version = cmake.substr(begin, cmake.find(' ', begin) - begin);
+  BOOST_TEST(std::string(NLB_VERSION_STRING) == project_version);
+  BOOST_TEST(std::string(nlb::version.string) == project_version);
+  BOOST_TEST(std::to_string(NLB_VERSION_MAJOR) + "." + std::to_string(NLB_VERSION_MINOR) + "." +
+                 std::to_string(NLB_VERSION_PATCH) ==
+             project_version);
+  BOOST_TEST(std::to_string(nlb::version.major) + "." + std::to_string(nlb::version.minor) + "." +
+                 std::to_string(nlb::version.patch) ==
+             project_version);
+  BOOST_TEST(NLB_VERSION / 10000 == NLB_VERSION_MAJOR);
+  BOOST_TEST(NLB_VERSION / 100 % 100 == NLB_VERSION_MINOR);
+  BOOST_TEST(NLB_VERSION % 100 == NLB_VERSION_PATCH);
+  // ... and nlb prints it.
+  const auto r = run_nlb("--version");
+  BOOST_TEST(r.exit_code == 0, r.err);
+  BOOST_TEST(r.out == "nlb " + project_version + "\n");
+  BOOST_TEST(run_nlb("--version extra").exit_code == 2);
+}
+
+namespace {
+
+// The words of `text` that look like options ("--name").
+std::set<std::string> options_named_in(const std::string& text) {
+  std::set<std::string> out;
+  for (std::size_t at = text.find("--"); at != std::string::npos; at = text.find("--", at + 2)) {
+    std::size_t end = at + 2;
+    while (end < text.size() &&
+           (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '-'))
+      ++end;
+    if (end > at + 2)
+      out.insert(text.substr(at, end - at));
+    at = end - 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(help_shows_the_overview_and_each_commands_page) {
+  const std::vector<std::string> commands{"eval",   "forward",   "generate",
+                                          "budget", "linearize", "spectrum"};
+  const auto overview = run_nlb("help");
+  BOOST_TEST_REQUIRE(overview.exit_code == 0, overview.err);
+  for (const auto& c : commands)
+    BOOST_TEST(contains(overview.out, "\n  " + c + " "), c);
+  BOOST_TEST(contains(overview.out, "nlb help [COMMAND]"));
+  BOOST_TEST(contains(overview.out, "nlb --version"));
+  // Without a command the overview goes to stderr, with the usage-error exit code.
+  const auto none = run_nlb("");
+  BOOST_TEST(none.exit_code == 2);
+  BOOST_TEST(none.err == overview.out);
+
+  for (const auto& c : commands) {
+    const auto page = run_nlb("help " + c);
+    BOOST_TEST_REQUIRE(page.exit_code == 0, c << ": " << page.err);
+    BOOST_TEST(page.out.rfind("usage: nlb " + c + " ", 0) == 0u, c << ":\n" << page.out);
+    BOOST_TEST(page.out != overview.out);
+    const auto dash_help = run_nlb(c + " --help");
+    BOOST_TEST(dash_help.exit_code == 0, c);
+    BOOST_TEST(dash_help.out == page.out, c);
+    // Every option the page names is one the command accepts: given it, the parser goes on to
+    // the next argument (a probe option it does not know) instead of stopping at it. A value
+    // option swallows the first probe as its value, hence two.
+    const auto named = options_named_in(page.out);
+    BOOST_TEST(named.count("--model") == 1u, c);
+    for (const auto& option : named) {
+      const auto r = run_nlb(c + " " + option + " --zz-probe --zz-probe");
+      BOOST_TEST(r.exit_code == 2, c << " " << option << ": " << r.err);
+      BOOST_TEST(contains(r.err, "unknown option --zz-probe"), c << " " << option << ": " << r.err);
+    }
+  }
+  const auto unknown = run_nlb("help frobnicate");
+  BOOST_TEST(unknown.exit_code == 2);
+  BOOST_TEST(contains(unknown.err, "unknown command \"frobnicate\""));
+  BOOST_TEST(unknown.out.empty());
+  // A usage error points to the command's page.
+  const auto bad = run_nlb("eval --bogus");
+  BOOST_TEST(bad.exit_code == 2);
+  BOOST_TEST(contains(bad.err, "unknown option --bogus"));
+  BOOST_TEST(contains(bad.err, "nlb help eval"));
+}
+
+BOOST_AUTO_TEST_CASE(generate_page_prints_the_sampler_defaults) {
+  const nlb::SamplingOptions defaults;
+  const auto page = run_nlb("help generate").out;
+  BOOST_TEST(
+      contains(page, "--top-k K             sample among the K most likely tokens (default " +
+                         std::to_string(defaults.top_k)));
+  BOOST_TEST(contains(page, "--seed S              seed of the sampler (default " +
+                                std::to_string(defaults.seed) + ")"));
 }
 
 BOOST_AUTO_TEST_CASE(text_on_a_large_vocabulary_model_says_to_pass_tokens) {

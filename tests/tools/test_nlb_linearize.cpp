@@ -1,7 +1,8 @@
 // `nlb linearize` as a user runs it (docs/linearize.md): the written directory loads in
 // `nlb eval` with the perplexity of the in-memory swap, its surrogate matches the independent
-// PyTorch fit (tests/fixtures/tiny-gpt2-mlp-budget.json), gates files make gated layers, and
-// bad input fails cleanly with nothing left behind.
+// PyTorch fit (tests/fixtures/tiny-gpt2-mlp-budget.json), a fit token-id file fits what the text
+// does with nlb budget's defaults, gates files make gated layers, and bad input (renamed options
+// included) fails cleanly with nothing left behind.
 
 #include <boost/test/unit_test.hpp>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "cli_runner.hpp"
+#include "nlb/analysis/budget_protocol.hpp"
 #include "nlb/analysis/tap_collection.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
@@ -97,6 +99,13 @@ BOOST_AUTO_TEST_CASE(linearize_layer_1_then_eval_equals_in_memory_swap) {
   BOOST_TEST(file.contains("transformer.h.2.mlp.c_fc.weight"));
   BOOST_TEST(fs::exists(out / "linearize.json"));
   BOOST_TEST(entries_containing(".tmp-linearize") == 0);
+  // Fitted with nlb budget's defaults (BudgetProtocol{}), as the record says.
+  const nlb::BudgetProtocol protocol;
+  const auto fit = read_json(out / "linearize.json").at("fit");
+  BOOST_TEST(fit.at("positions") == protocol.fit_tokens);
+  BOOST_TEST(fit.at("context") == protocol.context);
+  BOOST_TEST(fit.at("lambda") == protocol.lambda);
+  BOOST_TEST(fit.at("tokens") == (source_dir / "data/kjv-fit.txt").string());
 
   // nlb eval of the written model against the shipped model with layer 1 swapped in memory.
   const RunResult e =
@@ -231,7 +240,15 @@ BOOST_AUTO_TEST_CASE(bad_input_fails_cleanly) {
        1, "missing.safetensors"},
       {"linearize --layers 1 --gates " + q(plain) + " --out " + q(out), 1, "not-gates.safetensors"},
       {"linearize --layers 1 --gates " + q(plain) + " --lambda 1 --out " + q(out), 2, "--lambda"},
-      {"linearize --layers 1 --fit-tokens 100000 --out " + q(out), 1, "100096 tokens"},
+      {"linearize --layers 1 --fit-positions 100000 --out " + q(out), 1, "100096 tokens"},
+      // Renamed (CHANGELOG.md): "tokens" names a token-id file, counts are positions.
+      {"linearize --layers 1 --fit-tokens 1000 --out " + q(out), 2, "use --fit-positions N"},
+      {"linearize --layers 1 --fit-text " + q(eval_text) + " --fit-tokens-file " + q(eval_text) +
+           " --out " + q(out),
+       2, "at most one of --fit-text FILE and --fit-tokens-file FILE"},
+      {"linearize --layers 1 --token-dtype u32 --out " + q(out), 2, "--fit-tokens-file FILE"},
+      {"linearize --layers 1 --gates " + q(plain) + " --fit-positions 100 --out " + q(out), 2,
+       "--fit-positions"},
       {"linearize --layers 1 --model " + q(scratch().path / "no-model") + " --out " + q(out), 1,
        "no-model"},
   };
@@ -242,6 +259,44 @@ BOOST_AUTO_TEST_CASE(bad_input_fails_cleanly) {
     BOOST_TEST(!fs::exists(out), c.args);
   }
   BOOST_TEST(entries_containing(".tmp-linearize") == 0);
+}
+
+// A fit token-id file gives the model of the same tokens read as text; --fit-positions,
+// --context and --lambda reach the fit (recorded in linearize.json).
+BOOST_AUTO_TEST_CASE(fit_token_file_gives_the_text_fit) {
+  const fs::path fit_text = source_dir / "data/kjv-fit.txt";
+  const fs::path ids = scratch().path / "fit.u32.bin";
+  nlb::io::write_token_file(ids, nlb::io::read_text_tokens(fit_text), nlb::io::TokenDType::U32);
+  const std::string settings = " --fit-positions 300 --context 64 --lambda 0.5";
+  const fs::path from_text = scratch().path / "fit-from-text",
+                 from_ids = scratch().path / "fit-ids";
+  const RunResult a = run_nlb("linearize --layers 2 --fit-text " + q(fit_text) + settings +
+                              " --out " + q(from_text));
+  BOOST_TEST_REQUIRE(a.exit_code == 0, a.err);
+  const RunResult b = run_nlb("linearize --layers 2 --fit-tokens-file " + q(ids) +
+                              " --token-dtype u32" + settings + " --out " + q(from_ids));
+  BOOST_TEST_REQUIRE(b.exit_code == 0, b.err);
+  BOOST_TEST(slurp(from_text / "model.safetensors") == slurp(from_ids / "model.safetensors"));
+  const auto fit = read_json(from_ids / "linearize.json").at("fit");
+  BOOST_TEST(fit.at("tokens") == ids.string());
+  BOOST_TEST(fit.at("positions") == 300);
+  BOOST_TEST(fit.at("context") == 64);
+  BOOST_TEST(fit.at("lambda") == 0.5);
+  BOOST_TEST(read_json(from_text / "linearize.json").at("fit").at("tokens") == fit_text.string());
+}
+
+// `nlb help linearize` prints nlb budget's fit defaults (BudgetProtocol{}); the default run of
+// the first test records that it used them.
+BOOST_AUTO_TEST_CASE(help_page_prints_the_budget_protocol_defaults) {
+  const nlb::BudgetProtocol p;
+  const RunResult page = run_nlb("help linearize");
+  BOOST_TEST_REQUIRE(page.exit_code == 0, page.err);
+  std::ostringstream lambda;
+  lambda << p.lambda;
+  BOOST_TEST(contains(page.out, "--fit-positions N     fitting positions (default " +
+                                    std::to_string(p.fit_tokens) + ")"));
+  BOOST_TEST(contains(page.out, "(default min(" + std::to_string(p.context) + ", n_positions))"));
+  BOOST_TEST(contains(page.out, "ridge penalty, absolute (default " + lambda.str() + ")"));
 }
 
 BOOST_AUTO_TEST_CASE(existing_output_is_kept_unless_forced) {

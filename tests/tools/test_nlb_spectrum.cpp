@@ -1,6 +1,6 @@
 // `nlb spectrum` as a user runs it: the --json report and the report directory agree, the
-// numbers are the library's, the conversions table appears with --text, and bad input leaves no
-// report behind (exit 1), a bad command line exits 2.
+// numbers are the library's, the conversions table appears with --text (and the same with
+// --tokens), and bad input leaves no report behind (exit 1), a bad command line exits 2.
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -12,6 +12,7 @@
 
 #include "cli_runner.hpp"
 #include "nlb/analysis/attention_spectrum.hpp"
+#include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
 #include "scratch_dir.hpp"
 #include "tolerances.hpp"
@@ -88,6 +89,22 @@ BOOST_AUTO_TEST_CASE(conversions_table_with_text) {
              nlb::test::tol::conversion_f32_rel);
 }
 
+// --tokens FILE (token ids) gives the conversions of the same tokens read with --text.
+BOOST_AUTO_TEST_CASE(token_file_gives_the_text_conversions) {
+  const nlb::test::ScratchDir dir("spectrum");
+  const fs::path ids = dir.path / "eval.u16.bin";
+  nlb::io::write_token_file(ids, nlb::io::read_text_tokens(eval_text));
+  const std::string common =
+      "--model '" + (source_dir / "models/tiny-gpt2").string() + "' --context 32 --max-windows 1 ";
+  auto text = run_json(dir, common + "--text '" + eval_text.string() + "'");
+  auto tokens = run_json(dir, common + "--tokens '" + ids.string() + "'");
+  BOOST_TEST(text.at("conversions").at("text") == eval_text.string());
+  BOOST_TEST(tokens.at("conversions").at("text") == ids.string());
+  text["conversions"].erase("text");
+  tokens["conversions"].erase("text");
+  BOOST_TEST((text == tokens));
+}
+
 BOOST_AUTO_TEST_CASE(rotary_model_is_flagged) {
   const nlb::test::ScratchDir dir("spectrum");
   const auto j = run_json(dir, "--model '" + (source_dir / "models/tiny-neox").string() + "'");
@@ -121,7 +138,8 @@ BOOST_AUTO_TEST_CASE(bad_command_line_exits_2) {
        {model + "--bogus", model + "--out", model + "--context 16",
         model + "--text '" + eval_text.string() + "' --max-windows -1",
         model + "--text '" + eval_text.string() + "' --context 1",
-        model + "--text '" + eval_text.string() + "' --context 100000", model + "stray"}) {
+        model + "--text '" + eval_text.string() + "' --context 100000", model + "stray",
+        model + "--text '" + eval_text.string() + "' --token-dtype u32"}) {
     const auto r = run_spectrum(dir, args + " --out bad");
     BOOST_TEST(r.exit_code == 2, args);
     BOOST_TEST(!fs::exists(dir.path / "bad"), args);

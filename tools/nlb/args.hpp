@@ -18,16 +18,32 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// An option name a subcommand no longer accepts, and what to write instead. Kept so that an old
+/// command line fails with the new spelling in the message instead of a bare "unknown option"
+/// (or, worse, being read with the new meaning); CHANGELOG.md lists every rename.
+struct Renamed {
+  std::string old_name;     ///< without the "--"
+  std::string replacement;  ///< what to write instead, e.g. "--fit-positions N"
+  std::string why;          ///< optional: what the old name means now, or why it changed
+};
+
 class Args {
  public:
-  /// options: names that take a value; flags: names that do not. Names without the "--".
+  /// options: names that take a value; flags: names that do not; renamed: retired names, each
+  /// a usage error that names its replacement. Names without the "--".
   Args(const std::vector<std::string>& argv, std::set<std::string> options,
-       std::set<std::string> flags) {
+       std::set<std::string> flags, const std::vector<Renamed>& renamed = {}) {
     for (std::size_t i = 0; i < argv.size(); ++i) {
       const std::string& a = argv[i];
       if (a.rfind("--", 0) != 0)
         throw UsageError("unexpected argument \"" + a + "\"");
       const std::string name = a.substr(2);
+      for (const Renamed& r : renamed) {
+        if (r.old_name == name) {
+          throw UsageError("option --" + name + " was renamed: use " + r.replacement +
+                           (r.why.empty() ? "" : " (" + r.why + ")"));
+        }
+      }
       if (flags.count(name)) {
         flags_.insert(name);
       } else if (options.count(name)) {

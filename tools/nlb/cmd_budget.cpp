@@ -19,11 +19,12 @@ namespace nlb::cli {
 
 namespace {
 
-// The budgets: every --budget-pct value, each a finite number > 0, none repeated.
-std::vector<double> parse_budgets(const Args& args) {
+// The budgets: every --budget-pct value, each a finite number > 0, none repeated; without one,
+// the protocol's defaults.
+std::vector<double> parse_budgets(const Args& args, const std::vector<double>& defaults) {
   const auto texts = args.all("budget-pct");
   if (texts.empty())
-    return {1.0, 3.0};
+    return defaults;
   std::vector<double> out;
   for (const auto& text : texts) {
     double v = 0;
@@ -45,26 +46,49 @@ std::vector<double> parse_budgets(const Args& args) {
   return out;
 }
 
-// The tokens of one input file: its bytes (text), or token ids with --tokens.
-std::vector<std::int32_t> read_set(const Args& args, const std::string& option,
-                                   const std::string& fallback, const ModelConfig& config,
-                                   std::string& path_out) {
-  path_out = args.get(option, fallback);
-  if (args.flag("tokens")) {
-    const std::string dtype = args.get("token-dtype", "u16");
-    if (dtype != "u16" && dtype != "u32")
-      throw UsageError("--token-dtype: expected u16 or u32, found \"" + dtype + "\"");
-    return io::read_token_file(path_out, dtype == "u16" ? io::TokenDType::U16 : io::TokenDType::U32,
-                               config.vocab_size);
+// The four inputs, each a text (--fit-text, default the shipped one) or a token-id file
+// (--fit-tokens-file). All four are of one kind: the report states one token format, and there
+// are no default token-id files to fill in for a missing one.
+const std::vector<TokenInput>& budget_inputs() {
+  static const std::vector<TokenInput> inputs{{"fit-text", "fit-tokens-file"},
+                                              {"label-text", "label-tokens-file"},
+                                              {"eval-text", "eval-tokens-file"},
+                                              {"cross-text", "cross-tokens-file"}};
+  return inputs;
+}
+
+// Checks how the inputs are given (before the model is loaded: a usage error should not wait
+// for it) and returns the token-id width.
+io::TokenDType check_budget_inputs(const Args& args) {
+  const auto& inputs = budget_inputs();
+  const TokenInput* with_ids = nullptr;
+  for (const auto& input : inputs) {
+    has_token_input(args, input);  // both options of one input: a usage error
+    if (!with_ids && args.has(input.ids_option))
+      with_ids = &input;
   }
-  if (config.vocab_size > 256) {
-    throw UsageError("--" + option +
-                     " reads a file's bytes as tokens, but this model's vocabulary "
-                     "has " +
-                     std::to_string(config.vocab_size) +
-                     " entries: pass token-id files (uint16) and --tokens (docs/budget.md)");
+  if (with_ids) {
+    for (const auto& input : inputs) {
+      if (!args.has(input.ids_option)) {
+        throw UsageError("--" + with_ids->ids_option + " is a token-id file, so every input must " +
+                         "be one: pass --" + input.ids_option + " FILE too" +
+                         (args.has(input.text_option) ? " instead of --" + input.text_option : ""));
+      }
+    }
   }
-  return io::read_text_tokens(path_out);
+  return token_dtype(args, inputs);
+}
+
+std::vector<TokenStream> read_budget_inputs(const Args& args, const ModelConfig& config,
+                                            io::TokenDType dtype) {
+  const std::vector<std::string> default_texts{"kjv-fit.txt", "kjv-label.txt", "kjv-eval.txt",
+                                               "jargon-eval.txt"};
+  std::vector<TokenStream> out;
+  for (std::size_t i = 0; i < budget_inputs().size(); ++i) {
+    out.push_back(read_token_input(args, config, budget_inputs()[i], dtype,
+                                   source_dir() / "data" / default_texts[i]));
+  }
+  return out;
 }
 
 // Stage lines on stderr (always, with times) and a \r counter on a terminal.
@@ -94,36 +118,55 @@ BudgetObserver stderr_observer() {
 int run_budget(const std::vector<std::string>& argv) {
   const Args args(
       argv,
-      {"model", "fit-text", "label-text", "eval-text", "cross-text", "context", "fit-tokens",
-       "label-tokens", "lambda", "budget-pct", "seed", "out", "token-dtype"},
-      {"json", "tokens"});
+      {"model", "fit-text", "label-text", "eval-text", "cross-text", "fit-tokens-file",
+       "label-tokens-file", "eval-tokens-file", "cross-tokens-file", "token-dtype", "context",
+       "fit-positions", "label-positions", "lambda", "budget-pct", "seed", "out"},
+      {"json"},
+      {{"tokens",
+        "--fit-tokens-file FILE, --label-tokens-file FILE, --eval-tokens-file FILE and "
+        "--cross-tokens-file FILE",
+        "one token-id file per input, instead of a flag that made the --*-text files "
+        "token ids"},
+       {"fit-tokens", "--fit-positions N",
+        "the number of fit positions; --fit-tokens-file FILE is a fit token-id file"},
+       {"label-tokens", "--label-positions N",
+        "the number of label positions; --label-tokens-file FILE is a label token-id "
+        "file"}});
   const auto t0 = std::chrono::steady_clock::now();
-  BudgetProtocol protocol;
-  protocol.budgets_pct = parse_budgets(args);
-  protocol.fit_tokens = args.integer("fit-tokens", protocol.fit_tokens, 2, 1LL << 40);
-  protocol.label_tokens = args.integer("label-tokens", protocol.label_tokens, 10, 1LL << 40);
+  BudgetProtocol protocol;  // its defaults are the documented ones (nlb help budget)
+  protocol.budgets_pct = parse_budgets(args, protocol.budgets_pct);
+  protocol.fit_tokens = args.integer("fit-positions", protocol.fit_tokens, 2, 1LL << 40);
+  protocol.label_tokens = args.integer("label-positions", protocol.label_tokens, 10, 1LL << 40);
   protocol.lambda = args.real("lambda", protocol.lambda, 1e-300, 1e300);
-  protocol.seed = static_cast<std::uint64_t>(args.integer("seed", 0, 0, (1LL << 62)));
-  const std::string out_dir = args.get("out", "budget-report");
+  protocol.seed = static_cast<std::uint64_t>(
+      args.integer("seed", static_cast<long long>(protocol.seed), 0, (1LL << 62)));
+  const std::string out_dir = args.get("out", budget_default_out);
   const std::string model_dir = args.get("model", default_model().string());
-  const std::string data = (source_dir() / "data").string();
+  const io::TokenDType dtype = check_budget_inputs(args);
 
   auto model = load_model<float>(model_dir);
   const auto& config = model.config();
-  protocol.context =
-      args.integer("context", std::min<long long>(128, config.n_positions), 2, config.n_positions);
+  protocol.context = args.integer("context", std::min(protocol.context, config.n_positions), 2,
+                                  config.n_positions);
+  const auto inputs = read_budget_inputs(args, config, dtype);
+  const auto& fit = inputs[0].tokens;
+  const auto& label = inputs[1].tokens;
+  const auto& eval = inputs[2].tokens;
+  const auto& cross = inputs[3].tokens;
   BudgetSources sources;
   sources.model = model_dir;
+  sources.fit = inputs[0].path;
+  sources.label = inputs[1].path;
+  sources.eval = inputs[2].path;
+  sources.cross = inputs[3].path;
   sources.token_format =
-      args.flag("tokens") ? "token ids (" + args.get("token-dtype", "u16") + ")" : "bytes";
-  const auto fit = read_set(args, "fit-text", data + "/kjv-fit.txt", config, sources.fit);
-  const auto label = read_set(args, "label-text", data + "/kjv-label.txt", config, sources.label);
-  const auto eval = read_set(args, "eval-text", data + "/kjv-eval.txt", config, sources.eval);
-  const auto cross = read_set(args, "cross-text", data + "/jargon-eval.txt", config, sources.cross);
+      inputs[0].ids ? "token ids (" + std::string(io::token_dtype_name(dtype)) + ")" : "bytes";
+  std::vector<std::string> names;  // "--fit-text FILE": how errors about a set name it
+  for (const auto& in : inputs)
+    names.push_back(in.option + " " + in.path);
 
   const auto report = run_budget(model, fit, label, eval, cross, protocol, stderr_observer(),
-                                 {"--fit-text " + sources.fit, "--label-text " + sources.label,
-                                  "--eval-text " + sources.eval, "--cross-text " + sources.cross});
+                                 {names[0], names[1], names[2], names[3]});
   ReportFiles files(out_dir);
   stage_budget_report(files, report, sources);
   files.write();  // everything computed: only now does the report directory appear

@@ -8,7 +8,9 @@
 namespace nlb::cli {
 
 int run_generate(const std::vector<std::string>& argv) {
-  const Args args(argv, {"model", "prompt", "tokens", "top-k", "temperature", "seed"}, {});
+  const Args args(argv, {"model", "prompt", "length", "top-k", "temperature", "seed"}, {},
+                  {{"tokens", "--length N",
+                    "how many tokens to generate; --tokens is a token-id file in every command"}});
   const auto model = load_model<float>(args.get("model", default_model().string()));
   const auto& config = model.config();
   if (config.vocab_size > 256) {
@@ -25,11 +27,12 @@ int run_generate(const std::vector<std::string>& argv) {
   std::vector<std::int32_t> tokens(prompt.begin(), prompt.end());
   for (auto& t : tokens)
     t = static_cast<std::int32_t>(static_cast<unsigned char>(t));
-  SamplingOptions sampling;
-  sampling.top_k = args.integer("top-k", 0, 0, config.vocab_size);
-  sampling.temperature = args.real("temperature", 1.0, 0.0, 100.0);
-  sampling.seed = static_cast<std::uint64_t>(args.integer("seed", 0, 0, (1LL << 62)));
-  const Index count = args.integer("tokens", 64, 1, config.n_positions);
+  SamplingOptions sampling;  // its defaults are the documented ones (nlb help generate)
+  sampling.top_k = args.integer("top-k", sampling.top_k, 0, config.vocab_size);
+  sampling.temperature = args.real("temperature", sampling.temperature, 0.0, 100.0);
+  sampling.seed = static_cast<std::uint64_t>(
+      args.integer("seed", static_cast<long long>(sampling.seed), 0, (1LL << 62)));
+  const Index count = args.integer("length", generate_default_length, 1, config.n_positions);
   TokenSampler sampler(sampling);
   const auto out = generate(model, tokens, count, sampler);
   std::string text = prompt;

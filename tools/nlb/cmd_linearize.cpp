@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "nlb/analysis/budget_protocol.hpp"
 #include "nlb/analysis/tap_collection.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
@@ -130,31 +131,35 @@ LayerParts read_gate_layer(const io::SafetensorsFile& gates, Index layer, Index 
   return parts;
 }
 
+// The fit input: a text (--fit-text, default data/kjv-fit.txt) or a token-id file.
+const TokenInput fit_input{"fit-text", "fit-tokens-file"};
+
+// How surrogates are fitted: nlb budget's defaults (BudgetProtocol{}), so that a linearized
+// layer is the budget report's surrogate unless an option says otherwise.
+struct FitSettings {
+  TokenStream tokens;
+  Index context = 0;
+  Index positions = 0;
+  double lambda = 0.0;
+};
+
+FitSettings fit_settings(const Args& args, const ModelConfig& config) {
+  const BudgetProtocol defaults;
+  FitSettings fit;
+  fit.tokens = read_token_input(args, config, fit_input, token_dtype(args, {fit_input}),
+                                source_dir() / "data/kjv-fit.txt");
+  fit.context = args.integer("context", std::min(defaults.context, config.n_positions), 2,
+                             config.n_positions);
+  fit.positions = args.integer("fit-positions", defaults.fit_tokens, 2, 1LL << 40);
+  fit.lambda = args.real("lambda", defaults.lambda, 1e-300, 1e300);
+  return fit;
+}
+
 // Fits the listed layers' surrogates on the fit tokens, with the model in double (PAPERS §A1).
-std::vector<LayerParts> fit_surrogates(const fs::path& model_dir, const Args& args,
-                                       const ModelConfig& config,
+std::vector<LayerParts> fit_surrogates(const fs::path& model_dir, const FitSettings& fit,
                                        const std::vector<Index>& layers) {
-  std::vector<std::int32_t> tokens;
-  if (args.has("fit-tokens-file")) {
-    const std::string dtype = args.get("token-dtype", "u16");
-    if (dtype != "u16" && dtype != "u32")
-      throw UsageError("--token-dtype: expected u16 or u32, found \"" + dtype + "\"");
-    tokens = io::read_token_file(args.get("fit-tokens-file"),
-                                 dtype == "u16" ? io::TokenDType::U16 : io::TokenDType::U32,
-                                 config.vocab_size);
-  } else {
-    if (config.vocab_size > 256) {
-      throw UsageError("--fit-text reads bytes as tokens, but this model's vocabulary has " +
-                       std::to_string(config.vocab_size) +
-                       " entries: pass --fit-tokens-file FILE (uint16, or --token-dtype u32)");
-    }
-    tokens =
-        io::read_text_tokens(args.get("fit-text", (source_dir() / "data/kjv-fit.txt").string()));
-  }
-  const Index context =
-      args.integer("context", std::min<Index>(128, config.n_positions), 2, config.n_positions);
-  const Index positions = args.integer("fit-tokens", 10000, 2, 1LL << 40);
-  const double lambda = args.real("lambda", 0.01, 1e-300, 1e300);
+  const auto& tokens = fit.tokens.tokens;
+  const Index context = fit.context, positions = fit.positions;
   const Index needed = (positions + context - 1) / context * context;
   if (static_cast<Index>(tokens.size()) < needed) {
     throw ArgumentError(detail::expected_found("fit tokens: " + std::to_string(positions) +
@@ -168,7 +173,7 @@ std::vector<LayerParts> fit_surrogates(const fs::path& model_dir, const Args& ar
   std::vector<LayerParts> out;
   for (Index layer : layers) {
     RidgeSurrogate<double> surrogate;
-    const RidgeFitReport report = surrogate.fit(stats[static_cast<std::size_t>(layer)], lambda);
+    const RidgeFitReport report = surrogate.fit(stats[static_cast<std::size_t>(layer)], fit.lambda);
     LayerParts parts;
     parts.weight = surrogate.weight();
     parts.bias = surrogate.bias();
@@ -202,22 +207,24 @@ bool is_nonempty_dir(const fs::path& p) {
 int run_linearize(const std::vector<std::string>& argv) {
   const Args args(argv,
                   {"model", "layers", "gates", "out", "fit-text", "fit-tokens-file", "token-dtype",
-                   "fit-tokens", "context", "lambda"},
-                  {"force"});
+                   "fit-positions", "context", "lambda"},
+                  {"force"},
+                  {{"fit-tokens", "--fit-positions N",
+                    "the number of fit positions; --fit-tokens-file FILE is a fit token-id file"}});
   const fs::path model_dir = args.get("model", default_model().string());
   const fs::path out_dir = args.get("out");
   const bool gated = args.has("gates");
   if (gated) {
     for (const char* option :
-         {"fit-text", "fit-tokens-file", "token-dtype", "fit-tokens", "context", "lambda"}) {
+         {"fit-text", "fit-tokens-file", "token-dtype", "fit-positions", "context", "lambda"}) {
       if (args.has(option)) {
         throw UsageError(std::string("--") + option +
                          " sets how surrogates are fitted; with --gates they come from the file");
       }
     }
   }
-  if (args.has("fit-text") && args.has("fit-tokens-file"))
-    throw UsageError("pass at most one of --fit-text FILE and --fit-tokens-file FILE");
+  has_token_input(args, fit_input);  // both --fit-text and --fit-tokens-file: a usage error
+  token_dtype(args, {fit_input});    // --token-dtype without --fit-tokens-file: likewise
 
   // The output is checked before any work, and never the model directory itself.
   if (fs::exists(out_dir)) {
@@ -249,6 +256,7 @@ int run_linearize(const std::vector<std::string>& argv) {
   }
 
   std::vector<LayerParts> parts;
+  FitSettings fit;  // without --gates
   if (gated) {
     const auto gates = io::SafetensorsFile::open(args.get("gates"));
     const auto it = gates.metadata().find("format");
@@ -260,7 +268,8 @@ int run_linearize(const std::vector<std::string>& argv) {
     for (Index layer : layers)
       parts.push_back(read_gate_layer(gates, layer, config.d_model));
   } else {
-    parts = fit_surrogates(model_dir, args, config, layers);
+    fit = fit_settings(args, config);
+    parts = fit_surrogates(model_dir, fit, layers);
   }
 
   // Tensor names of a layer's MLP in the source file (the loader's conventions).
@@ -340,13 +349,10 @@ int run_linearize(const std::vector<std::string>& argv) {
     record["gates"] = args.get("gates");
   } else {
     record["fit"] = {
-        {"tokens", args.has("fit-tokens-file")
-                       ? args.get("fit-tokens-file")
-                       : args.get("fit-text", (source_dir() / "data/kjv-fit.txt").string())},
-        {"positions", args.integer("fit-tokens", 10000, 2, 1LL << 40)},
-        {"context",
-         args.integer("context", std::min<Index>(128, config.n_positions), 2, config.n_positions)},
-        {"lambda", args.real("lambda", 0.01, 1e-300, 1e300)},
+        {"tokens", fit.tokens.path},
+        {"positions", fit.positions},
+        {"context", fit.context},
+        {"lambda", fit.lambda},
         {"model_dtype", "float64"},
         {"ridge", "float64, eigendecomposition of the centered Gram matrix (PAPERS §A1)"}};
   }

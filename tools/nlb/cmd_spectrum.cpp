@@ -20,8 +20,8 @@ namespace nlb::cli {
 
 namespace {
 
-constexpr const char* default_out = "spectrum-report";
-constexpr long long default_conversion_windows = 32;
+constexpr const char* default_out = spectrum_default_out;  // shared with the usage text
+constexpr long long default_conversion_windows = spectrum_default_windows;
 
 const char* kind_name(HeadKind k) {
   return k == HeadKind::standard ? "standard" : "skew-diagonal";

@@ -1,4 +1,5 @@
-// nlb: run the papers' measurements on a model file. `nlb help` lists the subcommands.
+// nlb: run the papers' measurements on a model file. `nlb help` lists the subcommands,
+// `nlb help COMMAND` shows one's options (usage.hpp).
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -6,65 +7,77 @@
 
 #include "common.hpp"
 #include "nlb/core/errors.hpp"
+#include "nlb/version.hpp"
+#include "usage.hpp"
 
 namespace {
 
-constexpr const char* usage = R"(usage: nlb <command> [options]
+using Run = int (*)(const std::vector<std::string>&);
 
-commands:
-  eval      perplexity of a model on a text or token file
-            --model DIR --text FILE | --tokens FILE [--token-dtype u16|u32]
-            [--context N] [--max-windows K] [--json]
-  forward   write the logits of the first K windows to a safetensors file
-            --model DIR --text FILE | --tokens FILE --context N --windows K --out FILE
-  generate  continue a prompt (byte-level models)
-            --model DIR --prompt TEXT [--tokens N] [--top-k K] [--temperature T] [--seed S]
-  budget    the MLP budget report (PAPERS §A, docs/budget.md): surrogates, per-layer cost,
-            gates, probes, joint gating with FLOPs and measured time saved
-            [--model DIR] [--fit-text F] [--label-text F] [--eval-text F] [--cross-text F]
-            [--context N] [--fit-tokens N] [--label-tokens N] [--lambda L]
-            [--budget-pct P ...] [--seed S] [--out DIR] [--json] [--tokens [--token-dtype u32]]
-            (no arguments: the shipped model and texts, report in ./budget-report)
-  linearize write a model whose chosen layers' MLPs are ridge surrogates (PAPERS §A1) or
-            gated MLPs from a gates file (docs/linearize.md); nlb eval loads the result
-            [--model DIR] --layers LIST --out DIR2 [--force] [--gates FILE]
-            [--fit-text F | --fit-tokens-file F [--token-dtype u32]] [--fit-tokens N]
-            [--context N] [--lambda L]   (LIST: 1 or 0,2 or 1-3; default fit: data/kjv-fit.txt)
-  spectrum  routing/filtering spectrum of every attention head, the spectral cascade, and
-            with a text the PPL of the attention conversions (PAPERS §B, docs/attention_spectrum.md)
-            [--model DIR] [--text FILE | --tokens FILE [--token-dtype u32]] [--context N]
-            [--max-windows K (default 32; 0: all)] [--out DIR (default ./spectrum-report)]
-            [--json]
+Run find_command(const std::string& name) {
+  if (name == "eval")
+    return nlb::cli::run_eval;
+  if (name == "forward")
+    return nlb::cli::run_forward;
+  if (name == "generate")
+    return nlb::cli::run_generate;
+  if (name == "budget")
+    return nlb::cli::run_budget;
+  if (name == "linearize")
+    return nlb::cli::run_linearize;
+  if (name == "spectrum")
+    return nlb::cli::run_spectrum;
+  return nullptr;
+}
 
---model defaults to the shipped models/tiny-gpt2. Errors go to stderr with a non-zero exit:
-1 for bad input files or data, 2 for a wrong command line.
-)";
+// `nlb help [COMMAND]`: the overview, or one subcommand's page.
+int run_help(const std::vector<std::string>& rest) {
+  if (rest.empty()) {
+    std::fputs(nlb::cli::overview_help().c_str(), stdout);
+    return 0;
+  }
+  if (rest.size() > 1)
+    throw nlb::cli::UsageError("expected at most one command name, found " +
+                               std::to_string(rest.size()) + " arguments");
+  const auto* help = nlb::cli::find_command_help(rest[0]);
+  if (!help)
+    throw nlb::cli::UsageError("unknown command \"" + rest[0] + "\" (see nlb help)");
+  std::fputs(help->page.c_str(), stdout);
+  return 0;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "help" || std::string(argv[1]) == "--help") {
-    std::fputs(usage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    // No command: the overview, on stderr and with the usage-error exit code, since a script
+    // that calls nlb without a command is wrong.
+    std::fputs(nlb::cli::overview_help().c_str(), stderr);
+    return 2;
   }
   const std::string command = argv[1];
   const std::vector<std::string> rest(argv + 2, argv + argc);
   try {
-    if (command == "eval")
-      return nlb::cli::run_eval(rest);
-    if (command == "forward")
-      return nlb::cli::run_forward(rest);
-    if (command == "generate")
-      return nlb::cli::run_generate(rest);
-    if (command == "budget")
-      return nlb::cli::run_budget(rest);
-    if (command == "linearize")
-      return nlb::cli::run_linearize(rest);
-    if (command == "spectrum")
-      return nlb::cli::run_spectrum(rest);
-    throw nlb::cli::UsageError("unknown command \"" + command + "\" (see nlb help)");
+    if (command == "help" || command == "--help" || command == "-h")
+      return run_help(rest);
+    if (command == "--version") {
+      if (!rest.empty())
+        throw nlb::cli::UsageError("--version takes no arguments");
+      std::printf("nlb %s\n", NLB_VERSION_STRING);
+      return 0;
+    }
+    const Run run = find_command(command);
+    if (!run)
+      throw nlb::cli::UsageError("unknown command \"" + command + "\" (see nlb help)");
+    // `nlb COMMAND --help`: the page. Only as the first argument: later, "--help" may be the
+    // value of an option (a prompt, a file name), and the parser's error points to the page.
+    if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h"))
+      return run_help({command});
+    return run(rest);
   } catch (const nlb::cli::UsageError& e) {
     std::fprintf(stderr, "nlb %s: %s\n", command.c_str(), e.what());
+    if (find_command(command))
+      std::fprintf(stderr, "(nlb help %s lists its options)\n", command.c_str());
     return 2;
   } catch (const nlb::Error& e) {
     std::fprintf(stderr, "nlb %s: error: %s\n", command.c_str(), e.what());

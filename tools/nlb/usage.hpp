@@ -1,0 +1,220 @@
+// The help texts of nlb: the overview (`nlb help`) and one page per subcommand
+// (`nlb help COMMAND`, `nlb COMMAND --help`). Defaults are printed from the same values the
+// subcommands use (BudgetProtocol{}, SamplingOptions{}, common.hpp), so the text cannot drift
+// from the behaviour.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common.hpp"
+#include "nlb/analysis/budget_protocol.hpp"
+#include "nlb/model/sampling.hpp"
+
+namespace nlb::cli {
+
+namespace usage_detail {
+
+inline std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+inline std::string budgets(const std::vector<double>& pcts) {
+  std::string out;
+  for (std::size_t i = 0; i < pcts.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == pcts.size() ? " and " : ", ") + number(pcts[i]);
+  return out;
+}
+
+// The lines every subcommand that reads one token stream shares.
+inline const char* token_lines =
+    "  --text FILE           a text file; its bytes are the tokens (byte-level models only)\n"
+    "  --tokens FILE         a token-id file: little-endian ids back to back, no header\n"
+    "  --token-dtype u32     the ids of --tokens are uint32 (default u16)\n";
+
+inline const char* model_line =
+    "  --model DIR           a Hugging Face model directory (default: models/tiny-gpt2)\n";
+
+}  // namespace usage_detail
+
+/// One subcommand: its name, a one-line summary for the overview, and its help page.
+struct CommandHelp {
+  std::string name;
+  std::string summary;
+  std::string page;
+};
+
+/// Every subcommand, in the overview's order.
+inline const std::vector<CommandHelp>& command_help() {
+  using namespace usage_detail;
+  static const std::vector<CommandHelp> commands = [] {
+    const BudgetProtocol protocol;
+    const SamplingOptions sampling;
+    std::vector<CommandHelp> c;
+    c.push_back({"eval", "perplexity of a model on a text or token-id file",
+                 "usage: nlb eval [--model DIR] (--text FILE | --tokens FILE [--token-dtype u32])\n"
+                 "                [--context N] [--max-windows K] [--json]\n\n"
+                 "Perplexity under the windowed protocol (PAPERS §A2): non-overlapping windows\n"
+                 "from the file start, every position but a window's first predicted.\n\n" +
+                     std::string(model_line) + token_lines +
+                     "  --context N           window length (default: the model's n_positions)\n"
+                     "  --max-windows K       at most K windows (default 0: all)\n"
+                     "  --json                print the result as one JSON object\n"});
+    c.push_back(
+        {"forward", "write the logits of the first K windows to a safetensors file",
+         "usage: nlb forward [--model DIR] (--text FILE | --tokens FILE [--token-dtype "
+         "u32])\n"
+         "                   --context N --windows K --out FILE\n\n"
+         "Writes tensor \"logits\" [K, N, vocab] (F32) of the first K windows of N "
+         "tokens.\n\n" +
+             std::string(model_line) + token_lines +
+             "  --context N           window length (required)\n"
+             "  --windows K           how many windows (required)\n"
+             "  --out FILE            the safetensors file (written whole or not at all)\n"});
+    c.push_back(
+        {"generate", "continue a prompt (byte-level models)",
+         "usage: nlb generate [--model DIR] --prompt TEXT [--length N] [--top-k K]\n"
+         "                    [--temperature T] [--seed S]\n\n"
+         "Continues the prompt with a KV cache; its bytes are the tokens, so the model must be\n"
+         "byte-level (vocab <= 256).\n\n" +
+             std::string(model_line) +
+             "  --prompt TEXT         the text to continue (shorter than the model's context)\n"
+             "  --length N            how many tokens to generate (default " +
+             std::to_string(generate_default_length) +
+             ")\n"
+             "  --top-k K             sample among the K most likely tokens (default " +
+             std::to_string(sampling.top_k) +
+             ": all)\n"
+             "  --temperature T       softmax temperature (default " +
+             number(sampling.temperature) +
+             "; 0: greedy)\n"
+             "  --seed S              seed of the sampler (default " +
+             std::to_string(sampling.seed) + ")\n"});
+    c.push_back(
+        {"budget",
+         "the MLP budget report (PAPERS §A, docs/budget.md): surrogates, per-layer cost, gates,\n"
+         "            probes, joint gating with FLOPs and measured time saved",
+         "usage: nlb budget [--model DIR] [--fit-text F] [--label-text F] [--eval-text F]\n"
+         "                  [--cross-text F] [--fit-positions N] [--label-positions N]\n"
+         "                  [--context N] [--lambda L] [--budget-pct P ...] [--seed S]\n"
+         "                  [--out DIR] [--json]\n"
+         "       nlb budget --model DIR --fit-tokens-file F --label-tokens-file F\n"
+         "                  --eval-tokens-file F --cross-tokens-file F [--token-dtype u32] ...\n\n"
+         "The MLP budget report of PAPERS §A (docs/budget.md). With no arguments: the shipped\n"
+         "model and texts, the report in ./" +
+             std::string(budget_default_out) + ".\n\n" + model_line +
+             "  --fit-text F          ridge surrogates are fitted here (default data/kjv-fit.txt)\n"
+             "  --label-text F        delta labels, gates, joint calibration (default "
+             "data/kjv-label.txt)\n"
+             "  --eval-text F         every reported eval perplexity (default data/kjv-eval.txt)\n"
+             "  --cross-text F        second corpus of the no-fly lists (default "
+             "data/jargon-eval.txt)\n"
+             "  --fit-tokens-file F   the fit input as a token-id file; likewise\n"
+             "                        --label-tokens-file F, --eval-tokens-file F and\n"
+             "                        --cross-tokens-file F (all four, or none)\n"
+             "  --token-dtype u32     the ids of the token-id files are uint32 (default u16)\n"
+             "  --fit-positions N     fitting positions (default " +
+             std::to_string(protocol.fit_tokens) +
+             ", PAPERS §A1)\n"
+             "  --label-positions N   label positions (default " +
+             std::to_string(protocol.label_tokens) +
+             ", PAPERS §A3)\n"
+             "  --context N           window length (default min(" +
+             std::to_string(protocol.context) +
+             ", n_positions))\n"
+             "  --lambda L            ridge penalty, absolute (default " +
+             number(protocol.lambda) +
+             ")\n"
+             "  --budget-pct P        joint PPL budget in %, repeat for several (default " +
+             budgets(protocol.budgets_pct) +
+             ")\n"
+             "  --seed S              the bootstrap's random draws (default " +
+             std::to_string(protocol.seed) +
+             ")\n"
+             "  --out DIR             report directory, written when everything succeeded\n"
+             "                        (default ./" +
+             budget_default_out +
+             ")\n"
+             "  --json                also print report.json to stdout\n"});
+    c.push_back(
+        {"linearize",
+         "write a model whose chosen layers' MLPs are ridge surrogates (PAPERS §A1) or gated\n"
+         "            MLPs from a gates file (docs/linearize.md); nlb eval loads the result",
+         "usage: nlb linearize [--model DIR] --layers LIST --out DIR2 [--force]\n"
+         "                     [--fit-text F | --fit-tokens-file F [--token-dtype u32]]\n"
+         "                     [--fit-positions N] [--context N] [--lambda L]\n"
+         "       nlb linearize [--model DIR] --layers LIST --out DIR2 [--force] --gates FILE\n\n"
+         "Writes a model directory in which the listed layers' MLPs are linear (fitted as nlb\n"
+         "budget fits them) or gated (from a gates file of nlb budget); docs/linearize.md.\n\n" +
+             std::string(model_line) +
+             "  --layers LIST         layers to replace: 1, 0,2 or 1-3 (from 0)\n"
+             "  --out DIR2            the new model directory (must not exist or be empty)\n"
+             "  --force               replace a non-empty --out\n"
+             "  --gates FILE          gated layers from this gates file (no fit options then)\n"
+             "  --fit-text F          fit text (default data/kjv-fit.txt)\n"
+             "  --fit-tokens-file F   fit token-id file instead\n"
+             "  --token-dtype u32     the ids of --fit-tokens-file are uint32 (default u16)\n"
+             "  --fit-positions N     fitting positions (default " +
+             std::to_string(protocol.fit_tokens) +
+             ")\n"
+             "  --context N           window length (default min(" +
+             std::to_string(protocol.context) +
+             ", n_positions))\n"
+             "  --lambda L            ridge penalty, absolute (default " +
+             number(protocol.lambda) + ")\n"});
+    c.push_back(
+        {"spectrum",
+         "routing/filtering spectrum of every attention head, the spectral cascade, and with a\n"
+         "            text the PPL of the attention conversions (PAPERS §B, "
+         "docs/attention_spectrum.md)",
+         "usage: nlb spectrum [--model DIR] [--text FILE | --tokens FILE [--token-dtype u32]]\n"
+         "                    [--context N] [--max-windows K] [--out DIR] [--json]\n\n"
+         "The routing/filtering spectrum of every head and the spectral cascade (PAPERS §B1);\n"
+         "with a text or token-id file also the perplexity of the attention conversions.\n\n" +
+             std::string(model_line) + token_lines +
+             "  --context N           window length of the conversions (default: n_positions)\n"
+             "  --max-windows K       conversion windows (default " +
+             std::to_string(spectrum_default_windows) +
+             "; 0: all)\n"
+             "  --out DIR             report directory (default ./" +
+             spectrum_default_out +
+             ")\n"
+             "  --json                print report.json to stdout\n"});
+    return c;
+  }();
+  return commands;
+}
+
+/// The help of `name`, or nullptr for a name that is no subcommand.
+inline const CommandHelp* find_command_help(std::string_view name) {
+  for (const auto& c : command_help())
+    if (c.name == name)
+      return &c;
+  return nullptr;
+}
+
+/// The overview: every subcommand with its summary.
+inline std::string overview_help() {
+  std::string out =
+      "usage: nlb <command> [options]\n"
+      "       nlb help [COMMAND]   this overview, or the options of COMMAND\n"
+      "       nlb --version\n\n"
+      "commands:\n";
+  for (const auto& c : command_help()) {
+    std::string name = c.name;
+    name.resize(10, ' ');
+    out += "  " + name + c.summary + "\n";
+  }
+  out +=
+      "\nOptions with \"tokens\" in their name are token-id files (little-endian uint16, or\n"
+      "uint32 with --token-dtype u32); --text options are texts whose bytes are the tokens.\n"
+      "--model defaults to the shipped models/tiny-gpt2. Errors go to stderr with a non-zero\n"
+      "exit: 1 for bad input files or data, 2 for a wrong command line.\n";
+  return out;
+}
+
+}  // namespace nlb::cli
