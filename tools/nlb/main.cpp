@@ -34,7 +34,7 @@ commands:
             with a text the PPL of the attention conversions (PAPERS §B, docs/attention_spectrum.md)
             [--model DIR] [--text FILE | --tokens FILE [--token-dtype u32]] [--context N]
             [--max-windows K (default 32; 0: all)] [--out DIR (default ./spectrum-report)]
-            [--json]
+            [--qk-bias exclude|homogeneous (default exclude: the paper's W_Q W_K^T)] [--json]
 
 --model defaults to the shipped models/tiny-gpt2. Errors go to stderr with a non-zero exit:
 1 for bad input files or data, 2 for a wrong command line.
