@@ -130,7 +130,7 @@ BOOST_AUTO_TEST_CASE(standard_heads_equal_dense_with_and_without_bias) {
   w.b_out = random_weights(1, d, 10);
   for (Index h = 0; h < heads; ++h) {
     const MatrixXd wq = w.w_qkv.middleCols(h * dh, dh), wk = w.w_qkv.middleCols(d + h * dh, dh);
-    const auto plain = nlb::attention_head_spectrum(w, heads, h, nlb::BiasTreatment::ignore);
+    const auto plain = nlb::attention_head_spectrum(w, heads, h, nlb::BiasTreatment::exclude);
     BOOST_TEST(!plain.bias_included);
     BOOST_TEST(plain.span_dim == 2 * dh);
     check_against_dense(plain, wq * wk.transpose());
@@ -138,7 +138,7 @@ BOOST_AUTO_TEST_CASE(standard_heads_equal_dense_with_and_without_bias) {
     MatrixXd wq1(d + 1, dh), wk1(d + 1, dh);
     wq1 << wq, w.b_qkv.middleCols(h * dh, dh);
     wk1 << wk, w.b_qkv.middleCols(d + h * dh, dh);
-    const auto homog = nlb::attention_head_spectrum(w, heads, h);
+    const auto homog = nlb::attention_head_spectrum(w, heads, h, nlb::BiasTreatment::homogeneous);
     BOOST_TEST(homog.bias_included);
     check_against_dense(homog, wq1 * wk1.transpose());
   }
@@ -169,9 +169,9 @@ BOOST_AUTO_TEST_CASE(homogeneous_factors_reproduce_the_scores) {
     BOOST_TEST((direct - form).cwiseAbs().maxCoeff() <=
                tol::spectrum_double_rel * direct.cwiseAbs().maxCoeff());
   }
-  BOOST_CHECK_THROW(nlb::head_score_factors(w, heads, heads, nlb::BiasTreatment::ignore),
+  BOOST_CHECK_THROW(nlb::head_score_factors(w, heads, heads, nlb::BiasTreatment::exclude),
                     nlb::ShapeError);
-  BOOST_CHECK_THROW(nlb::head_score_factors(w, 5, 0, nlb::BiasTreatment::ignore), nlb::ShapeError);
+  BOOST_CHECK_THROW(nlb::head_score_factors(w, 5, 0, nlb::BiasTreatment::exclude), nlb::ShapeError);
 }
 
 BOOST_AUTO_TEST_CASE(closed_form_rotation_planes) {
@@ -344,5 +344,85 @@ BOOST_AUTO_TEST_CASE(layer_objects_are_dispatched_by_kind) {
     BOOST_TEST(rot[h].position_free);
     BOOST_TEST(!plain[h].position_free);
     BOOST_TEST(rot[h].skew.plane_values == plain[h].skew.plane_values);
+  }
+}
+
+namespace {
+
+// Every measure of two head spectra, compared exactly (everything but bias_included).
+void check_identical_measures(const nlb::HeadSpectrum& a, const nlb::HeadSpectrum& b) {
+  BOOST_TEST(a.layer == b.layer);
+  BOOST_TEST(a.head == b.head);
+  BOOST_TEST(a.span_dim == b.span_dim);
+  BOOST_TEST(a.skew.plane_values == b.skew.plane_values);
+  BOOST_TEST(a.skew.energy == b.skew.energy);
+  BOOST_TEST(a.skew.planes_90 == b.skew.planes_90);
+  BOOST_TEST(a.skew.effective_rank == b.skew.effective_rank);
+  BOOST_TEST(a.symmetric.eigenvalues == b.symmetric.eigenvalues);
+  BOOST_TEST(a.symmetric.energy == b.symmetric.energy);
+  BOOST_TEST(a.symmetric.rank_90 == b.symmetric.rank_90);
+  BOOST_TEST(a.symmetric.effective_rank == b.symmetric.effective_rank);
+  BOOST_TEST(a.symmetric.negative_energy_fraction == b.symmetric.negative_energy_fraction);
+  BOOST_TEST(a.skew_energy_fraction == b.skew_energy_fraction);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(default_treatment_is_the_papers_matrix) {
+  // PAPERS §B1 decomposes M = W_Q W_Kᵀ: that is what every default analyses.
+  const Index d = 16, heads = 4;
+  nlb::AttentionWeights<double> w;
+  w.w_qkv = random_weights(d, 3 * d, 401);
+  w.b_qkv = random_weights(1, 3 * d, 402);
+  w.w_out = random_weights(d, d, 403);
+  w.b_out = random_weights(1, d, 404);
+  BOOST_TEST((nlb::SpectrumOptions{}.bias == nlb::BiasTreatment::exclude));
+  const nlb::DenseAttention<double> layer(w, heads);
+  const auto by_default = nlb::attention_spectrum(layer, 1);
+  const auto excluded = nlb::attention_layer_spectrum(w, 1, heads, nlb::BiasTreatment::exclude);
+  const auto homogeneous = nlb::attention_spectrum(layer, 1, {nlb::BiasTreatment::homogeneous});
+  BOOST_TEST_REQUIRE(by_default.size() == static_cast<std::size_t>(heads));
+  BOOST_TEST_REQUIRE(homogeneous.size() == static_cast<std::size_t>(heads));
+  for (Index h = 0; h < heads; ++h) {
+    const auto i = static_cast<std::size_t>(h);
+    BOOST_TEST(!by_default[i].bias_included);
+    BOOST_TEST(homogeneous[i].bias_included);
+    check_identical_measures(by_default[i], excluded[i]);
+    auto single = nlb::attention_head_spectrum(w, heads, h);
+    single.layer = 1;
+    check_identical_measures(single, excluded[i]);
+    // the options reach the layer: the homogeneous form is the other matrix (the biases here
+    // are O(1), so its skew share moves far beyond rounding)
+    const auto direct = nlb::attention_head_spectrum(w, heads, h, nlb::BiasTreatment::homogeneous);
+    BOOST_TEST(homogeneous[i].skew_energy_fraction == direct.skew_energy_fraction);
+    BOOST_TEST(std::abs(homogeneous[i].skew_energy_fraction - excluded[i].skew_energy_fraction) >
+               1e3 * tol::spectrum_measure_rel);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(zero_qk_biases_make_both_treatments_agree) {
+  // With b_Q = b_K = 0 the homogeneous form is M with a zero row and column added (ours,
+  // docs/attention_spectrum.md §1): the same matrix, so every measure must be the same, to the
+  // bit (the zero coordinate is dropped before the span reduction). The value bias stays
+  // non-zero: it is not part of the score form. Shapes: 2·d_h < d (both spans 2·d_h wide) and
+  // 2·d_h > d (the span is all of R^d, which the extra coordinate must not widen).
+  const std::vector<std::pair<Index, Index>> shapes{{24, 3}, {8, 1}};  // (d, heads)
+  std::uint64_t seed = 411;
+  for (const auto& [d, heads] : shapes) {
+    nlb::AttentionWeights<double> w;
+    w.w_qkv = random_weights(d, 3 * d, seed++);
+    w.b_qkv = random_weights(1, 3 * d, seed++);
+    w.b_qkv.leftCols(2 * d).setZero();
+    w.w_out = random_weights(d, d, seed++);
+    w.b_out = random_weights(1, d, seed++);
+    const auto excluded = nlb::attention_layer_spectrum(w, 0, heads, nlb::BiasTreatment::exclude);
+    const auto homogeneous =
+        nlb::attention_layer_spectrum(w, 0, heads, nlb::BiasTreatment::homogeneous);
+    BOOST_TEST_REQUIRE(excluded.size() == homogeneous.size());
+    for (std::size_t h = 0; h < excluded.size(); ++h) {
+      BOOST_TEST(excluded[h].span_dim == std::min(d, 2 * (d / heads)));
+      BOOST_TEST(homogeneous[h].bias_included);
+      check_identical_measures(excluded[h], homogeneous[h]);
+    }
   }
 }

@@ -95,6 +95,14 @@ inline constexpr double spectrum_double_rel = 1e-12;
 // Energies and effective ranks derived from those values (sums of squares, logs): the same
 // relative bound on the squared values, relative to the total.
 inline constexpr double spectrum_measure_rel = 1e-11;
+// `nlb spectrum` (float32 model, every measure in double) vs the PyTorch float64 reference
+// (tools/python/spectrum_reference.py, tests/fixtures/tiny-gpt2-spectrum.json), skew energy share
+// per head, absolute: both sides cast the same F32 weights to double exactly, so only the
+// algorithms' rounding differs (span reduction + Jacobi SVD here, dense Frobenius norms there:
+// O(d · eps) ≈ 1e-14; measured max 6.7e-15 on tiny-gpt2, both --qk-bias forms). Issue 9 §4 fixes
+// the bound at 1e-6. The planes for 90% are compared exactly (the fixture records each cut's
+// distance from flipping: ≥ 1.8e-3 of the skew energy, far beyond rounding).
+inline constexpr double spectrum_vs_pytorch_share_abs = 1e-6;
 // A converted model at full rank vs the unconverted one, float32 logits: the factored scores
 // x̃ (B C)(Bᵀ x̃ᵀ) reassociate q·k through the 2·d_h span (rounding ~ d · 2^-24 per score),
 // the rest is the same arithmetic; relative to the logits' max magnitude, as model_f32_rel.

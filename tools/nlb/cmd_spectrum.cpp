@@ -27,6 +27,21 @@ const char* kind_name(HeadKind k) {
   return k == HeadKind::standard ? "standard" : "skew-diagonal";
 }
 
+// --qk-bias: which score matrix a standard head contributes (docs/attention_spectrum.md §1). The
+// values are the JSON's "qk_bias" spelling too.
+BiasTreatment parse_qk_bias(const Args& args) {
+  const std::string value = args.get("qk-bias", "exclude");
+  if (value == "exclude")
+    return BiasTreatment::exclude;  // the paper's M = W_Q W_Kᵀ (PAPERS §B1), the default
+  if (value == "homogeneous")
+    return BiasTreatment::homogeneous;
+  throw UsageError("option --qk-bias: expected exclude or homogeneous, found \"" + value + "\"");
+}
+
+const char* qk_bias_name(BiasTreatment b) {
+  return b == BiasTreatment::exclude ? "exclude" : "homogeneous";
+}
+
 std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -160,7 +175,7 @@ std::string conversions_md(const ConversionReport& c) {
 
 int run_spectrum(const std::vector<std::string>& argv) {
   auto options = token_options;
-  options.insert({"model", "context", "max-windows", "out"});
+  options.insert({"model", "context", "max-windows", "out", "qk-bias"});
   const Args args(argv, options, {"json"});
   const std::string model_dir = args.get("model", default_model().string());
   const std::string out_dir = args.get("out", default_out);
@@ -173,6 +188,8 @@ int run_spectrum(const std::vector<std::string>& argv) {
   }
   const Index max_windows =
       args.integer("max-windows", default_conversion_windows, 0, 1LL << 40);  // 0: all
+  SpectrumOptions spectrum_options;
+  spectrum_options.bias = parse_qk_bias(args);
 
   const auto model = load_model<float>(model_dir);
   const ModelConfig& config = model.config();
@@ -181,10 +198,17 @@ int run_spectrum(const std::vector<std::string>& argv) {
   if (with_text)
     tokens = read_token_stream(args, config);
 
-  const auto heads = model_attention_spectrum(model);
+  const auto heads = model_attention_spectrum(model, spectrum_options);
   const auto cascade = spectral_cascade(heads);
   const std::string arch = architecture_name(config, heads);
-  const bool rotary = config.rotary_dims() > 0 && arch != "s-d";
+  const bool sd = arch == "s-d";
+  const bool rotary = config.rotary_dims() > 0 && !sd;
+  const bool homogeneous = spectrum_options.bias == BiasTreatment::homogeneous;
+  // The decomposed matrix, stated in the JSON and report.md. S–D heads have no q/k projections,
+  // so --qk-bias does not apply to them.
+  const char* score_matrix = sd            ? "S_h - D_h"
+                             : homogeneous ? "[W_Q; b_Q] [W_K; b_K]^T over x~ = [x, 1]"
+                                           : "W_Q W_K^T";
 
   ConversionReport conversions;
   if (with_text) {
@@ -200,8 +224,8 @@ int run_spectrum(const std::vector<std::string>& argv) {
   j["heads_per_layer"] = config.n_heads;
   j["d_model"] = config.d_model;
   j["head_dim"] = config.head_dim();
-  j["bias_treatment"] =
-      arch == "s-d" ? "none (S-D scores have no biases)" : "homogeneous coordinates x~ = [x, 1]";
+  j["qk_bias"] = sd ? nlohmann::json(nullptr) : nlohmann::json(qk_bias_name(spectrum_options.bias));
+  j["score_matrix"] = score_matrix;
   j["rotary_position_free"] = rotary;
   j["effective_rank_definition"] =
       "exp(H(s^2 / sum s^2)) over the singular values s of the skew part, each plane's pair "
@@ -246,11 +270,16 @@ int run_spectrum(const std::vector<std::string>& argv) {
      << ". Layers are numbered from 0. Method and definitions: docs/attention_spectrum.md "
         "(PAPERS §B1).\n\n"
      << "- Score matrix per head: "
-     << (arch == "s-d" ? "M = S_h − D_h (skew part S_h, symmetric part −D_h)."
-                       : "M̃ = W̃_Q W̃_Kᵀ over x̃ = [x, 1] (q/k biases included as homogeneous "
-                         "coordinates), split into skew and symmetric parts.")
+     << (sd ? "M = S_h − D_h (skew part S_h, symmetric part −D_h); S–D heads have no q/k "
+              "projections, so `--qk-bias` does not apply."
+         : homogeneous
+             ? "M̃ = W̃_Q W̃_Kᵀ = [W_Q; b_Q] [W_K; b_K]ᵀ over x̃ = [x, 1] (`--qk-bias homogeneous`: "
+               "the q/k biases included as homogeneous coordinates), split into skew and symmetric "
+               "parts."
+             : "M = W_Q W_Kᵀ, the paper's matrix (PAPERS §B1; `--qk-bias exclude`, the default: "
+               "the q/k biases left out), split into skew and symmetric parts.")
      << "\n"
-     << (rotary ? "- Rotary heads: the spectrum is that of the position-free W_Q W_Kᵀ (relative "
+     << (rotary ? "- Rotary heads: the spectrum is that of the position-free form above (relative "
                   "offset 0), as in the paper.\n"
                 : "")
      << "- Effective rank: exp(H(s²/Σs²)) over the skew part's singular values (each ± pair "
@@ -272,7 +301,9 @@ int run_spectrum(const std::vector<std::string>& argv) {
        << ". (a) skew_rank r: each head's skew part truncated to rank min(r, its max); (b) "
           "linear_first_layers k: ELU+1 linear attention in layers 0 … k−1; (c) "
           "symmetric_diagonal / symmetric_scalar: the symmetric part replaced by its diagonal / "
-          "the diagonal's mean.\n\n"
+          "the diagonal's mean. Conversions rewrite each head's exact score form, so for standard "
+          "heads they always act on the homogeneous form with the q/k biases, whatever "
+          "`--qk-bias` says.\n\n"
        << conversions_md(conversions);
   }
 
@@ -286,8 +317,9 @@ int run_spectrum(const std::vector<std::string>& argv) {
   if (args.flag("json")) {
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("spectral cascade (%s, %lld layers x %lld heads)\n", arch.c_str(),
-                static_cast<long long>(config.n_layers), static_cast<long long>(config.n_heads));
+    std::printf("spectral cascade (%s, %lld layers x %lld heads, M = %s)\n", arch.c_str(),
+                static_cast<long long>(config.n_layers), static_cast<long long>(config.n_heads),
+                score_matrix);
     std::printf("%5s %10s %16s %12s\n", "layer", "skew share", "effective rank", "rank 90%");
     for (const auto& r : cascade) {
       std::printf("%5lld %10.3f %16.2f %12.1f\n", static_cast<long long>(r.layer),

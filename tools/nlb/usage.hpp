@@ -172,7 +172,8 @@ inline const std::vector<CommandHelp>& command_help() {
          "            text the PPL of the attention conversions (PAPERS §B, "
          "docs/attention_spectrum.md)",
          "usage: nlb spectrum [--model DIR] [--text FILE | --tokens FILE [--token-dtype u32]]\n"
-         "                    [--context N] [--max-windows K] [--out DIR] [--json]\n\n"
+         "                    [--context N] [--max-windows K] [--out DIR]\n"
+         "                    [--qk-bias exclude|homogeneous] [--json]\n\n"
          "The routing/filtering spectrum of every head and the spectral cascade (PAPERS §B1);\n"
          "with a text or token-id file also the perplexity of the attention conversions.\n\n" +
              std::string(model_line) + token_lines +
@@ -183,6 +184,8 @@ inline const std::vector<CommandHelp>& command_help() {
              "  --out DIR             report directory (default ./" +
              spectrum_default_out +
              ")\n"
+             "  --qk-bias B           exclude (default): decompose the paper's W_Q W_K^T;\n"
+             "                        homogeneous: [W_Q; b_Q][W_K; b_K]^T with the q/k biases\n"
              "  --json                print report.json to stdout\n"});
     return c;
   }();

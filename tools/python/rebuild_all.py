@@ -56,6 +56,8 @@ def main():
     steps += [["make_fixtures.py"], ["self_check.py"]]
     # Per-layer surrogate costs of both shipped models (tests/fixtures/tiny-*-mlp-budget.json).
     steps += [["mlp_budget_reference.py"]]
+    # Per-head routing measures of tiny-gpt2 (tests/fixtures/tiny-gpt2-spectrum.json).
+    steps += [["spectrum_reference.py"]]
     for step in steps:
         command = [sys.executable, os.path.join(HERE, step[0])] + step[1:]
         print("==> " + " ".join(["/usr/bin/python3", "tools/python/" + step[0]] + step[1:]), flush=True)

@@ -3,10 +3,11 @@
 // antisymmetric scores) and M_sym = (M + Mᵀ)/2 (filtering: symmetric scores), and the spectra of
 // both parts are measured. A per-layer summary over heads is the spectral cascade.
 //
-// Standard heads: M = W_Q W_Kᵀ has rank ≤ d_h, so it is reduced exactly to its 2·d_h-dimensional
-// span (detail::span_form) and every measure comes from a small m × m core, m ≤ 2·d_h — never a
-// dense d × d eigenproblem. S–D heads (PAPERS §B2): the skew part is S_h = U Vᵀ − V Uᵀ itself,
-// reduced to the span of [U V], and the symmetric part is −D_h.
+// Standard heads: M = W_Q W_Kᵀ, the paper's matrix (PAPERS §B1) and the default, or on request its
+// homogeneous form with the q/k biases (BiasTreatment); either has rank ≤ d_h, so it is reduced
+// exactly to its 2·d_h-dimensional span (detail::span_form) and every measure comes from a small
+// m × m core, m ≤ 2·d_h — never a dense d × d eigenproblem. S–D heads (PAPERS §B2): the skew part
+// is S_h = U Vᵀ − V Uᵀ itself, reduced to the span of [U V], and the symmetric part is −D_h.
 // docs/attention_spectrum.md has the math and every "ours" choice.
 #pragma once
 
@@ -22,13 +23,15 @@
 
 namespace nlb {
 
-/// How the q/k biases of a head enter its score matrix (ours, docs/attention_spectrum.md).
+/// How the q/k biases of a head enter its score matrix (docs/attention_spectrum.md §1).
 enum class BiasTreatment {
-  /// Homogeneous coordinates x̃ = [x, 1]: W̃_Q = [W_Q; b_Q], W̃_K = [W_K; b_K] and
-  /// M̃ = W̃_Q W̃_Kᵀ ((d+1) × (d+1)) is the exact score form q_i·k_j = x̃_i M̃ x̃_jᵀ.
-  homogeneous,
-  /// M = W_Q W_Kᵀ only (the paper's matrix); the bias terms are left out of the analysis.
-  ignore
+  /// M = W_Q W_Kᵀ (d × d): the matrix the paper decomposes (PAPERS §B1), so the default of every
+  /// spectrum function here and of `nlb spectrum`. The bias terms are left out of the analysis.
+  exclude,
+  /// Ours: homogeneous coordinates x̃ = [x, 1]: W̃_Q = [W_Q; b_Q], W̃_K = [W_K; b_K] and
+  /// M̃ = W̃_Q W̃_Kᵀ ((d+1) × (d+1)) is the exact score form q_i·k_j = x̃_i M̃ x̃_jᵀ. With zero q/k
+  /// biases it is M with a zero row and column added, which has the same spectrum.
+  homogeneous
 };
 
 /// The skew-symmetric (routing) part's spectrum. Its eigenvalues are ±iσ_k, one pair per
@@ -54,7 +57,7 @@ struct SymmetricSpectrum {
 
 /// What kind of head was analysed.
 enum class HeadKind {
-  standard,      // M = W_Q W_Kᵀ (or its homogeneous form)
+  standard,      // M = W_Q W_Kᵀ (or, with BiasTreatment::homogeneous, W̃_Q W̃_Kᵀ)
   skew_diagonal  // S–D head: M = S − D
 };
 
@@ -68,7 +71,7 @@ struct HeadSpectrum {
   double skew_energy_fraction = 0;  // ‖M_skew‖²_F / ‖M‖²_F (the parts are Frobenius-orthogonal)
   Index span_dim = 0;               // m: the dimension the form was reduced to
   bool position_free = false;  // rotary head: the spectrum of the position-free W_Q W_Kᵀ
-  bool bias_included = false;  // homogeneous coordinates were used
+  bool bias_included = false;  // BiasTreatment::homogeneous was used (else M = W_Q W_Kᵀ)
 };
 
 namespace detail {
@@ -113,11 +116,17 @@ inline double skew_fraction(double skew_energy, double sym_energy) {
 }  // namespace detail
 
 /// Spectrum of the bilinear form M = F_q F_kᵀ (F_q, F_k [n, w]) computed in the span of
-/// [F_q F_k]: O(n w² + w³), exact (detail::span_form). `fraction` is the energy share of the
-/// "planes for 90%" and "rank for 90%" counts. Throws ShapeError when F_q and F_k differ in shape.
+/// [F_q F_k]: O(n w² + w³), exact (detail::span_form). Rows zero in both factors are dropped
+/// first (detail::used_coordinates; they carry no part of M), so span_dim = min(n', 2w) with n'
+/// the rows left. `fraction` is the energy share of the "planes for 90%" and "rank for 90%"
+/// counts. Throws ShapeError when F_q and F_k differ in shape.
 inline HeadSpectrum bilinear_spectrum(const Eigen::MatrixXd& fq, const Eigen::MatrixXd& fk,
                                       double fraction = 0.9) {
-  const detail::SpanForm form = detail::span_form(fq, fk);
+  const std::vector<Index> used = detail::used_coordinates(fq, fk);
+  const bool all_used = static_cast<Index>(used.size()) == fq.rows();
+  const detail::SpanForm form = all_used
+                                    ? detail::span_form(fq, fk)
+                                    : detail::span_form(fq(used, Eigen::all), fk(used, Eigen::all));
   HeadSpectrum h;
   h.kind = HeadKind::standard;
   h.span_dim = form.core.rows();
@@ -189,12 +198,13 @@ std::pair<Eigen::MatrixXd, Eigen::MatrixXd> head_score_factors(const AttentionWe
   return {std::move(q), std::move(k)};
 }
 
-/// Spectrum of one standard head: bilinear_spectrum of head_score_factors. O(d·d_h² + d_h³).
+/// Spectrum of one standard head: bilinear_spectrum of head_score_factors, by default of the
+/// paper's M = W_Q W_Kᵀ (PAPERS §B1). O(d·d_h² + d_h³).
 /// `rotary` marks a head whose scores are rotated by position: the spectrum is then that of the
 /// position-free W_Q W_Kᵀ (relative offset 0; ours, as in the paper) and flagged.
 template <class T, int D>
 HeadSpectrum attention_head_spectrum(const AttentionWeights<T, D>& w, Index n_heads, Index head,
-                                     BiasTreatment bias = BiasTreatment::homogeneous,
+                                     BiasTreatment bias = BiasTreatment::exclude,
                                      bool rotary = false, double fraction = 0.9) {
   const auto [q, k] = head_score_factors(w, n_heads, head, bias);
   HeadSpectrum h = bilinear_spectrum(q, k, fraction);
@@ -208,7 +218,7 @@ HeadSpectrum attention_head_spectrum(const AttentionWeights<T, D>& w, Index n_he
 template <class T, int D>
 std::vector<HeadSpectrum> attention_layer_spectrum(const AttentionWeights<T, D>& w, Index layer,
                                                    Index n_heads,
-                                                   BiasTreatment bias = BiasTreatment::homogeneous,
+                                                   BiasTreatment bias = BiasTreatment::exclude,
                                                    bool rotary = false, double fraction = 0.9) {
   std::vector<HeadSpectrum> out;
   for (Index h = 0; h < n_heads; ++h) {
@@ -220,8 +230,8 @@ std::vector<HeadSpectrum> attention_layer_spectrum(const AttentionWeights<T, D>&
 
 /// Options of the model-level analysis.
 struct SpectrumOptions {
-  BiasTreatment bias = BiasTreatment::homogeneous;
-  double fraction = 0.9;  // energy share of the "planes for 90%" counts
+  BiasTreatment bias = BiasTreatment::exclude;  // the paper's W_Q W_Kᵀ (PAPERS §B1)
+  double fraction = 0.9;                        // energy share of the "planes for 90%" counts
 };
 
 /// Every head of one attention layer, whatever its kind: a DenseAttention-like object

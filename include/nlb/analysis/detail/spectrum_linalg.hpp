@@ -43,6 +43,25 @@ inline SpanForm span_form(const Eigen::MatrixXd& fq, const Eigen::MatrixXd& fk) 
   return s;
 }
 
+/// The coordinates (rows) i where F_q or F_k is non-zero, ascending; every row when all are zero.
+/// A row zero in both factors adds only a zero row and column to M = F_q F_kᵀ, so it changes no
+/// singular value or eigenvalue but zeros. Dropping such rows first makes the homogeneous form
+/// of a head with b_Q = b_K = 0 the very computation of W_Q W_Kᵀ — the same arithmetic, the same
+/// numbers (docs/attention_spectrum.md §1). O(n w).
+inline std::vector<Index> used_coordinates(const Eigen::MatrixXd& fq, const Eigen::MatrixXd& fk) {
+  check_dim("used_coordinates: key factor rows (n)", fq.rows(), fk.rows());
+  std::vector<Index> used;
+  for (Index i = 0; i < fq.rows(); ++i) {
+    if ((fq.row(i).array() != 0.0).any() || (fk.row(i).array() != 0.0).any())
+      used.push_back(i);
+  }
+  if (used.empty()) {  // M = 0: keep the whole (zero) form, so its size is still reported
+    for (Index i = 0; i < fq.rows(); ++i)
+      used.push_back(i);
+  }
+  return used;
+}
+
 inline Eigen::MatrixXd symmetric_part(const Eigen::MatrixXd& c) {
   return 0.5 * (c + c.transpose());
 }
