@@ -53,7 +53,7 @@ BOOST_AUTO_TEST_CASE(dtype_names_and_sizes) {
                {DType::U8, "U8", 1, false},   {DType::BOOL, "BOOL", 1, false}};
   BOOST_TEST(std::size(table) == nlb::io::all_dtypes.size());
   for (const auto& row : table) {
-    BOOST_TEST(nlb::io::dtype_name(row.dtype) == row.name);
+    BOOST_TEST(nlb::io::to_string(row.dtype) == row.name);
     BOOST_TEST(nlb::io::dtype_size(row.dtype) == row.size);
     BOOST_TEST(nlb::io::is_floating(row.dtype) == row.floating);
     BOOST_TEST((nlb::io::dtype_from_name(row.name) == row.dtype));

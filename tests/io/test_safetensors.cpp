@@ -219,8 +219,8 @@ BOOST_AUTO_TEST_CASE(round_trip_every_dtype) {
   SafetensorsWriter writer;
   const std::vector<std::int64_t> shape = {50, 60};
   for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
-    writer.add("from_double." + std::string(nlb::io::dtype_name(dt)), dt, shape, d);
-    writer.add("from_float." + std::string(nlb::io::dtype_name(dt)), dt, shape, f);
+    writer.add("from_double." + std::string(nlb::io::to_string(dt)), dt, shape, d);
+    writer.add("from_float." + std::string(nlb::io::to_string(dt)), dt, shape, f);
   }
   writer.add_int("i64", DType::I64, shape, i64);
   writer.add_int("i32", DType::I32, {n}, i32);
@@ -252,7 +252,7 @@ BOOST_AUTO_TEST_CASE(round_trip_every_dtype) {
     }
   };
   for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
-    const std::string name(nlb::io::dtype_name(dt));
+    const std::string name(nlb::io::to_string(dt));
     const auto from_double = file.read<double>("from_double." + name, shape);
     const auto from_float = file.read<double>("from_float." + name, shape);
     const auto as_float = file.read<float>("from_double." + name);

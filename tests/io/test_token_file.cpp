@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(text_tokens_are_bytes) {
 BOOST_AUTO_TEST_CASE(token_dtype_names_and_writer_checks) {
   BOOST_TEST((nlb::io::parse_token_dtype("u16") == TokenDType::U16));
   BOOST_TEST((nlb::io::parse_token_dtype("u32") == TokenDType::U32));
-  BOOST_TEST(nlb::io::token_dtype_name(TokenDType::U32) == "u32");
+  BOOST_TEST(nlb::io::to_string(TokenDType::U32) == "u32");
   BOOST_CHECK_THROW((void)nlb::io::parse_token_dtype("uint16"), nlb::ArgumentError);
   nlb::test::ScratchDir tmp;
   BOOST_CHECK_THROW(nlb::io::write_token_file(tmp.path / "x.bin", std::vector<std::int32_t>{70000}),

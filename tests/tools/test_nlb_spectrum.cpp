@@ -1,13 +1,8 @@
 // `nlb spectrum` as a user runs it: the --json report and the report directory agree, the
-<<<<<<< HEAD
-// numbers are the library's, the conversions table appears with --text (and the same with
-// --tokens), and bad input leaves no report behind (exit 1), a bad command line exits 2.
-=======
 // numbers are the library's, the default decomposes the paper's W_Q W_Kᵀ and matches PyTorch's
 // float64 decomposition (PAPERS §B1), --qk-bias homogeneous keeps the biased form, the
-// conversions table appears with --text, and bad input leaves no report behind (exit 1), a bad
-// command line exits 2.
->>>>>>> spectrum-default
+// conversions table appears with --text (and the same with --tokens), and bad input leaves no
+// report behind (exit 1), a bad command line exits 2.
 
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -264,12 +259,9 @@ BOOST_AUTO_TEST_CASE(bad_command_line_exits_2) {
         model + "--text '" + eval_text.string() + "' --max-windows -1",
         model + "--text '" + eval_text.string() + "' --context 1",
         model + "--text '" + eval_text.string() + "' --context 100000", model + "stray",
-<<<<<<< HEAD
-        model + "--text '" + eval_text.string() + "' --token-dtype u32"}) {
-=======
+        model + "--text '" + eval_text.string() + "' --token-dtype u32",
         model + "--qk-bias bogus", model + "--qk-bias ignore", model + "--qk-bias Homogeneous",
         model + "--qk-bias exclude --qk-bias homogeneous"}) {
->>>>>>> spectrum-default
     const auto r = run_spectrum(dir, args + " --out bad");
     BOOST_TEST(r.exit_code == 2, args);
     BOOST_TEST(!fs::exists(dir.path / "bad"), args);
@@ -280,7 +272,7 @@ BOOST_AUTO_TEST_CASE(sd_model_reports_its_routing_and_filter) {
   const nlb::test::ScratchDir dir("spectrum");
   const fs::path model_dir = source_dir / "models/tiny-sd";
   const auto j = run_json(dir, "--model '" + model_dir.string() + "'");
-  BOOST_TEST(j.at("architecture").get<std::string>() == "s-d");
+  BOOST_TEST(j.at("architecture").get<std::string>() == "nlb-sd");  // as nlb budget names it
   // S–D heads have no q/k projections: --qk-bias does not apply and changes nothing
   BOOST_TEST(j.at("qk_bias").is_null());
   BOOST_TEST(j.at("score_matrix").get<std::string>() == "S_h - D_h");

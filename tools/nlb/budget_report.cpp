@@ -46,18 +46,6 @@ std::string token_text(std::int32_t token, Index vocab) {
   return buf;
 }
 
-const char* architecture_name(Architecture a) {
-  switch (a) {
-    case Architecture::gpt2:
-      return "gpt2";
-    case Architecture::gpt_neox:
-      return "gpt_neox";
-    case Architecture::nlb_sd:
-      return "nlb-sd";
-  }
-  return "unknown";
-}
-
 Index middle_layer(const BudgetReport<float>& r) {
   return r.config.n_layers / 2;
 }
@@ -96,7 +84,7 @@ std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources
   out["format"] = "nlb-budget-report";
   out["version"] = 1;
   out["model"] = {{"path", src.model},
-                  {"architecture", architecture_name(r.config.architecture)},
+                  {"architecture", to_string(r.config.architecture)},
                   {"d_model", r.config.d_model},
                   {"d_hidden", r.config.d_hidden},
                   {"n_layers", layers},
@@ -301,7 +289,7 @@ std::string budget_report_markdown(const BudgetReport<float>& r, const BudgetSou
   const Index layers = r.config.n_layers;
   std::ostringstream md;
   md << "# MLP budget report\n\n"
-     << "Model `" << src.model << "` (" << architecture_name(r.config.architecture) << ", "
+     << "Model `" << src.model << "` (" << to_string(r.config.architecture) << ", "
      << layers << " layers, d = " << r.config.d_model << ", h = " << r.config.d_hidden << ", vocab "
      << r.config.vocab_size << "), float32. What every number means: "
      << "docs/budget.md.\n\n"

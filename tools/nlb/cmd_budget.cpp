@@ -160,7 +160,7 @@ int run_budget(const std::vector<std::string>& argv) {
   sources.eval = inputs[2].path;
   sources.cross = inputs[3].path;
   sources.token_format =
-      inputs[0].ids ? "token ids (" + std::string(io::token_dtype_name(dtype)) + ")" : "bytes";
+      inputs[0].ids ? "token ids (" + std::string(io::to_string(dtype)) + ")" : "bytes";
   std::vector<std::string> names;  // "--fit-text FILE": how errors about a set name it
   for (const auto& in : inputs)
     names.push_back(in.option + " " + in.path);

@@ -251,7 +251,7 @@ int run_linearize(const std::vector<std::string>& argv) {
     if (config.mlp_kind(layer) != MlpKind::full) {
       throw ArgumentError(detail::expected_found(
           config_path.string() + ": layer " + std::to_string(layer) + " MLP kind", "\"full\"",
-          std::string("\"") + mlp_kind_name(config.mlp_kind(layer)) + "\""));
+          std::string("\"") + to_string(config.mlp_kind(layer)) + "\""));
     }
   }
 
@@ -333,7 +333,7 @@ int run_linearize(const std::vector<std::string>& argv) {
   }
   std::vector<std::string> kinds;
   for (Index l = 0; l < config.n_layers; ++l)
-    kinds.emplace_back(mlp_kind_name(config.mlp_kind(l)));
+    kinds.emplace_back(to_string(config.mlp_kind(l)));
   nlohmann::json record{{"source", model_dir.string()},
                         {"mode", gated ? "gated" : "linear"},
                         {"layers", nlohmann::json::array()}};

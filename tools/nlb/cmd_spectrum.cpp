@@ -48,15 +48,6 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-std::string architecture_name(const ModelConfig& c, const std::vector<HeadSpectrum>& heads) {
-  const bool sd = std::any_of(heads.begin(), heads.end(), [](const HeadSpectrum& h) {
-    return h.kind == HeadKind::skew_diagonal;
-  });
-  if (sd)
-    return "s-d";
-  return c.architecture == Architecture::gpt2 ? "gpt2" : "gpt_neox";
-}
-
 nlohmann::json head_json(const HeadSpectrum& h) {
   return {{"layer", h.layer},
           {"head", h.head},
@@ -200,8 +191,9 @@ int run_spectrum(const std::vector<std::string>& argv) {
 
   const auto heads = model_attention_spectrum(model, spectrum_options);
   const auto cascade = spectral_cascade(heads);
-  const std::string arch = architecture_name(config, heads);
-  const bool sd = arch == "s-d";
+  // The library's name of the architecture, as in nlb budget's report (model_type spelling).
+  const std::string arch = to_string(config.architecture);
+  const bool sd = config.architecture == Architecture::nlb_sd;
   const bool rotary = config.rotary_dims() > 0 && !sd;
   const bool homogeneous = spectrum_options.bias == BiasTreatment::homogeneous;
   // The decomposed matrix, stated in the JSON and report.md. S–D heads have no q/k projections,

@@ -48,7 +48,7 @@ constexpr std::size_t dtype_size(DType dtype) {
 }
 
 /// The name safetensors uses: "F64", "F32", "F16", "BF16", "I64", "I32", "U8", "BOOL".
-constexpr std::string_view dtype_name(DType dtype) {
+constexpr std::string_view to_string(DType dtype) {
   switch (dtype) {
     case DType::F64:
       return "F64";
@@ -73,7 +73,7 @@ constexpr std::string_view dtype_name(DType dtype) {
 /// The DType called `name` (exact, case-sensitive match), or nullopt.
 constexpr std::optional<DType> dtype_from_name(std::string_view name) {
   for (DType d : all_dtypes) {
-    if (dtype_name(d) == name)
+    if (to_string(d) == name)
       return d;
   }
   return std::nullopt;

@@ -381,7 +381,7 @@ class SafetensorsFile {
     }
     if (t.end - t.begin != nbytes) {
       errors_.fail(name, "byte count does not match shape and dtype",
-                   std::to_string(nbytes) + " bytes (" + std::string(dtype_name(t.dtype)) + " " +
+                   std::to_string(nbytes) + " bytes (" + std::string(to_string(t.dtype)) + " " +
                        detail::format_shape(t.shape) + ")",
                    std::to_string(t.end - t.begin) + " bytes (data_offsets [" +
                        std::to_string(t.begin) + ", " + std::to_string(t.end) + "])");
@@ -472,7 +472,7 @@ class SafetensorsFile {
           errors_.fail(t.name, "dtype",
                        "a floating dtype (F64, F32, F16, BF16) to read as " +
                            std::string(std::is_same_v<T, float> ? "float" : "double"),
-                       std::string(dtype_name(t.dtype)));
+                       std::string(to_string(t.dtype)));
       }
     } else {
       for (std::size_t i = 0; i < n; ++i) {
@@ -498,7 +498,7 @@ class SafetensorsFile {
             errors_.fail(
                 t.name, "dtype",
                 "an integer dtype (I64, I32, U8, BOOL) to read as " + integer_type_name<T>(),
-                std::string(dtype_name(t.dtype)));
+                std::string(to_string(t.dtype)));
         }
         if (!std::in_range<T>(v)) {
           errors_.fail(t.name,

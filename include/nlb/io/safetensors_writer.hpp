@@ -52,7 +52,7 @@ class SafetensorsWriter {
                std::span<const std::int64_t> values) {
     if (is_floating(dtype)) {
       throw ArgumentError(nlb::detail::expected_found("add_int: dtype of tensor \"" + name + "\"",
-                                                      "I64, I32, U8 or BOOL", dtype_name(dtype)));
+                                                      "I64, I32, U8 or BOOL", to_string(dtype)));
     }
     Entry entry = start_entry(name, dtype, std::move(shape), values.size());
     const std::int64_t low = dtype == DType::I64   ? std::numeric_limits<std::int64_t>::min()
@@ -69,7 +69,7 @@ class SafetensorsWriter {
         throw ArgumentError(nlb::detail::expected_found(
             "add_int: tensor \"" + name + "\" element " + std::to_string(i),
             "a value in [" + std::to_string(low) + ", " + std::to_string(high) + "] for " +
-                std::string(dtype_name(dtype)),
+                std::string(to_string(dtype)),
             v));
       }
       switch (dtype) {
@@ -102,7 +102,7 @@ class SafetensorsWriter {
       header["__metadata__"] = metadata_;
     std::uint64_t offset = 0;
     for (const auto& [name, entry] : entries_) {  // name order, as the header lists them
-      header[name] = {{"dtype", std::string(dtype_name(entry.dtype))},
+      header[name] = {{"dtype", std::string(to_string(entry.dtype))},
                       {"shape", entry.shape},
                       {"data_offsets", {offset, offset + entry.bytes.size()}}};
       offset += entry.bytes.size();
@@ -176,7 +176,7 @@ class SafetensorsWriter {
                     std::span<const T> values) {
     if (!is_floating(dtype)) {
       throw ArgumentError(nlb::detail::expected_found("add: dtype of tensor \"" + name + "\"",
-                                                      "F64, F32, F16 or BF16", dtype_name(dtype)));
+                                                      "F64, F32, F16 or BF16", to_string(dtype)));
     }
     Entry entry = start_entry(name, dtype, std::move(shape), values.size());
     std::uint8_t* out = entry.bytes.data();

@@ -29,7 +29,7 @@ constexpr std::size_t token_dtype_size(TokenDType dtype) {
 }
 
 /// "u16" or "u32" (the spelling of the command-line option --token-dtype).
-constexpr std::string_view token_dtype_name(TokenDType dtype) {
+constexpr std::string_view to_string(TokenDType dtype) {
   return dtype == TokenDType::U16 ? "u16" : "u32";
 }
 
@@ -68,7 +68,7 @@ inline std::vector<std::int32_t> read_token_file(const std::filesystem::path& pa
   if (bytes.size() % width != 0) {
     throw FormatError(file + ": " +
                       nlb::detail::expected_found(
-                          "size of a " + std::string(token_dtype_name(dtype)) + " token file",
+                          "size of a " + std::string(to_string(dtype)) + " token file",
                           "a multiple of " + std::to_string(width) + " bytes",
                           std::to_string(bytes.size()) + " bytes"));
   }

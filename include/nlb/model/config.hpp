@@ -21,6 +21,20 @@ enum class Architecture {
 /// The filter D of an S–D model's attention: diag(softplus θ_h) or softplus(θ_h)·I per head.
 enum class SDFilterKind { diagonal, scalar };
 
+/// The model_type of an Architecture as config.json spells it: "gpt2", "gpt_neox" or "nlb-sd"
+/// (the one name of each architecture in every report).
+inline const char* to_string(Architecture a) {
+  switch (a) {
+    case Architecture::gpt2:
+      return "gpt2";
+    case Architecture::gpt_neox:
+      return "gpt_neox";
+    case Architecture::nlb_sd:
+      return "nlb-sd";
+  }
+  return "unknown";
+}
+
 /// Which GELU the MLP uses.
 enum class ActivationKind { gelu_tanh, gelu_erf };
 
@@ -30,7 +44,7 @@ enum class ActivationKind { gelu_tanh, gelu_erf };
 enum class MlpKind { full, linear, gated };
 
 /// The name of an MlpKind as config.json spells it: "full", "linear" or "gated".
-inline const char* mlp_kind_name(MlpKind kind) {
+inline const char* to_string(MlpKind kind) {
   return kind == MlpKind::full ? "full" : kind == MlpKind::linear ? "linear" : "gated";
 }
 

@@ -15,7 +15,7 @@ namespace nlb {
 enum class Tap { embedding, block_input, attn_output, mlp_input, mlp_output, block_output };
 
 /// The fixture name of a tap: "embedding", "block_input", ...
-constexpr std::string_view tap_name(Tap tap) {
+constexpr std::string_view to_string(Tap tap) {
   switch (tap) {
     case Tap::embedding:
       return "embedding";

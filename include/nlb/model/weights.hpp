@@ -95,7 +95,7 @@ template <class T, int D, int H, class Act, class Backend = backend::cpu>
 FixedBlock<T, D, H, Act, Backend> make_fixed_block(const ModelConfig& c, const BlockWeights<T>& b) {
   if (b.mlp.kind != MlpKind::full) {
     throw ArgumentError(
-        detail::expected_found("make_fixed_block: MLP kind", "full", mlp_kind_name(b.mlp.kind)));
+        detail::expected_found("make_fixed_block: MLP kind", "full", to_string(b.mlp.kind)));
   }
   return FixedBlock<T, D, H, Act, Backend>(
       LayerNormWeights<T, D>{b.ln1.gamma, b.ln1.beta},

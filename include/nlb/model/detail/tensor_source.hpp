@@ -166,7 +166,7 @@ MlpWeights<T> read_mlp(TensorSource& src, const ModelConfig& c, Index layer, con
     if (src.contains(name)) {
       throw FormatError(expected_found(src.path_of(name) + ": tensor \"" + name + "\" of layer " +
                                            std::to_string(layer) + " (config nlb_mlp_kinds: \"" +
-                                           mlp_kind_name(kind) + "\")",
+                                           to_string(kind) + "\")",
                                        expected, "the tensor present"));
     }
   };
