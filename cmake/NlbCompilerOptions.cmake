@@ -18,3 +18,11 @@ function(nlb_apply_project_options target)
     target_compile_options(${target} PRIVATE ${_nlb_isa})
   endif()
 endfunction()
+
+# In-tree programs that load models link the model code compiled once (tools/instances) instead
+# of compiling it in each translation unit (nlb/model/model_instances.hpp). Benchmarks do not:
+# they measure the code as a consumer compiles it, some with OpenMP.
+function(nlb_use_model_instances target)
+  target_compile_definitions(${target} PRIVATE NLB_EXTERN_MODEL_INSTANCES)
+  target_link_libraries(${target} PRIVATE nlb_model_instances)
+endfunction()

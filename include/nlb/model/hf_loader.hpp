@@ -39,4 +39,10 @@ ModelWeights<T> load_model_weights(const std::filesystem::path& dir) {
   return w;
 }
 
+#ifdef NLB_EXTERN_MODEL_INSTANCES
+// Compiled once in tools/instances/model_instances.cpp (docs/architecture.md, "Compile time").
+extern template ModelWeights<float> load_model_weights<float>(const std::filesystem::path&);
+extern template ModelWeights<double> load_model_weights<double>(const std::filesystem::path&);
+#endif
+
 }  // namespace nlb

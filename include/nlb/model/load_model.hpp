@@ -25,4 +25,10 @@ Transformer<T, Backend> load_model(const std::filesystem::path& dir) {
   return make_transformer<T, Backend>(load_model_weights<T>(dir));
 }
 
+#ifdef NLB_EXTERN_MODEL_INSTANCES
+// Compiled once in tools/instances/model_instances.cpp (docs/architecture.md, "Compile time").
+extern template Transformer<float> load_model<float>(const std::filesystem::path&);
+extern template Transformer<double> load_model<double>(const std::filesystem::path&);
+#endif
+
 }  // namespace nlb

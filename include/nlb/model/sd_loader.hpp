@@ -40,4 +40,10 @@ Transformer<T, Backend> load_sd_model(const std::filesystem::path& dir) {
   return model;
 }
 
+#ifdef NLB_EXTERN_MODEL_INSTANCES
+// Compiled once in tools/instances/model_instances.cpp (docs/architecture.md, "Compile time").
+extern template Transformer<float> load_sd_model<float>(const std::filesystem::path&);
+extern template Transformer<double> load_sd_model<double>(const std::filesystem::path&);
+#endif
+
 }  // namespace nlb

@@ -135,4 +135,10 @@ FixedTransformer<T, D, H, Act, N, Backend> make_fixed_transformer(const ModelWei
                                                     std::move(layers));
 }
 
+#ifdef NLB_EXTERN_MODEL_INSTANCES
+// Compiled once in tools/instances/model_instances.cpp (docs/architecture.md, "Compile time").
+extern template Transformer<float> make_transformer<float>(const ModelWeights<float>&);
+extern template Transformer<double> make_transformer<double>(const ModelWeights<double>&);
+#endif
+
 }  // namespace nlb
