@@ -97,3 +97,76 @@ BOOST_AUTO_TEST_CASE(aligned_buffer_is_cache_line_aligned) {
     BOOST_TEST(buffer.size() == n);
   }
 }
+
+BOOST_AUTO_TEST_CASE(gemm_with_scratch_equals_eigens_product_bit_for_bit) {
+  // gemm() hands Eigen's own kernel caller-owned packing buffers; the reference is Eigen's
+  // `noalias() = lhs * rhs`. Shapes: blocked GEMMs whose packing exceeds Eigen's stack limit
+  // (the d = 128 QKV and MLP products), GEMV (one row), tiny (coefficient-based), a transposed
+  // operand, blocks as operand and result, and a scratch reused from a larger product.
+  const int shapes[][3] = {{128, 128, 384}, {128, 128, 512}, {128, 512, 128}, {1, 128, 384},
+                           {3, 4, 5},       {64, 33, 1001},  {300, 200, 100}, {7, 128, 256}};
+  nlb::GemmScratch<float> scratch;
+  for (const auto& s : shapes) {
+    const nlb::Index m = s[0], k = s[1], n = s[2];
+    const nlb::RowMatrix<float> a = nlb::RowMatrix<float>::Random(m, k);
+    const nlb::RowMatrix<float> b = nlb::RowMatrix<float>::Random(k, n);
+    const nlb::RowMatrix<float> bt = b.transpose();
+    nlb::RowMatrix<float> want(m, n), want_t(m, n), got(m, n), got_t(m, n);
+    want.noalias() = a * b;
+    want_t.noalias() = a * bt.transpose();
+    nlb::gemm(got, a, b, scratch);
+    nlb::gemm(got_t, a, bt.transpose(), scratch);
+    BOOST_TEST((got.array() == want.array()).all(), m << " x " << k << " x " << n);
+    BOOST_TEST((got_t.array() == want_t.array()).all(), m << " x " << k << " x " << n << "ᵀ");
+    nlb::RowMatrix<float> wide = nlb::RowMatrix<float>::Zero(m, n + 3), want_block = wide;
+    want_block.middleCols(1, n).noalias() = a.leftCols(k) * b;
+    nlb::gemm(wide.middleCols(1, n), a.leftCols(k), b, scratch);
+    BOOST_TEST((wide.array() == want_block.array()).all(), "block result " << m << " x " << n);
+    Eigen::MatrixXf want_col(m, n), got_col(m, n);  // a column-major result
+    want_col.noalias() = a * b;
+    nlb::gemm(got_col, a, b, scratch);
+    BOOST_TEST((got_col.array() == want_col.array()).all(), "column-major " << m << " x " << n);
+  }
+  const nlb::RowMatrix<double> a = nlb::RowMatrix<double>::Random(200, 150);
+  const nlb::RowMatrix<double> b = nlb::RowMatrix<double>::Random(150, 300);
+  nlb::RowMatrix<double> want(200, 300), got(200, 300);
+  nlb::GemmScratch<double> scratch_d;
+  want.noalias() = a * b;
+  nlb::gemm(got, a, b, scratch_d);
+  BOOST_TEST((got.array() == want.array()).all());
+}
+
+BOOST_AUTO_TEST_CASE(scratch_matrix_views_are_contiguous_and_grow_only) {
+  nlb::ScratchMatrix<float> s;
+  auto v = s.view(3, 5);
+  BOOST_TEST(v.rows() == 3);
+  BOOST_TEST(v.cols() == 5);
+  BOOST_TEST(v.outerStride() == 5);
+  BOOST_TEST(reinterpret_cast<std::uintptr_t>(v.data()) % nlb::buffer_alignment == 0u);
+  const float* first = v.data();
+  s.view(5, 3);  // the same size: no reallocation
+  s.view(1, 7);  // smaller
+  BOOST_TEST(s.view(2, 6).data() == first);
+  BOOST_TEST(s.capacity() == 15u);
+  s.reserve(100);
+  BOOST_TEST(s.capacity() == 100u);
+  BOOST_TEST(s.view(10, 10).size() == 100);
+}
+
+BOOST_AUTO_TEST_CASE(reserve_gemm_covers_every_smaller_row_count) {
+  // After reserve_gemm for up to 200 rows, no product of up to 200 rows grows the scratch
+  // (row- and column-major results): what lets a decoding step allocate nothing.
+  nlb::GemmScratch<float> scratch;
+  nlb::reserve_gemm(scratch, 200, 8, 144);
+  const std::size_t a = scratch.lhs_block.size(), b = scratch.rhs_block.size();
+  const nlb::RowMatrix<float> w = nlb::RowMatrix<float>::Random(144, 8);
+  for (nlb::Index m = 1; m <= 200; m += 7) {
+    const nlb::RowMatrix<float> x = nlb::RowMatrix<float>::Random(m, 144);
+    nlb::RowMatrix<float> row(m, 8);
+    Eigen::MatrixXf col(m, 8);
+    nlb::gemm(row, x, w, scratch);
+    nlb::gemm(col, x, w, scratch);
+  }
+  BOOST_TEST(scratch.lhs_block.size() == a);
+  BOOST_TEST(scratch.rhs_block.size() == b);
+}

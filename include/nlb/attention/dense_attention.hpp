@@ -5,10 +5,10 @@
 #include <cmath>
 #include <utility>
 
+#include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/rotary.hpp"
 #include "nlb/kernels/softmax.hpp"
-#include "nlb/attention/kv_cache.hpp"
 
 namespace nlb {
 
@@ -49,11 +49,15 @@ class DenseAttention {
   using AnyInput = Activations<T>;
   using AnyOutput = Activations<T>;
 
-  /// Scratch memory for forward(); reuse it across calls.
+  /// Scratch memory for forward(); reuse it across calls. After a call with T rows and S
+  /// positions, a call with T rows and at most S positions allocates nothing (the score block
+  /// grows with the KV cache, so it is grow-only storage used through a [T, S] view).
   struct Workspace {
-    Activations<T> qkv;         // [T, 3d]
-    RowMatrix<T> scores;        // [T, S] for one head
-    Activations<T, D> context;  // [T, d]
+    Activations<T> qkv;               // [T, 3d]
+    ScratchMatrix<T> scores;          // [T, S] for one head
+    Activations<T, D> context;        // [T, d]
+    kernels::RotaryAngles<T> angles;  // [T, rotary_dims / 2] cos and sin
+    GemmScratch<T> gemm;              // packing buffers of the products
   };
 
   DenseAttention() = default;
@@ -102,9 +106,9 @@ class DenseAttention {
       }
     }
     ws.qkv.resize(rows, 3 * d);
-    ws.qkv.noalias() = X * w_.w_qkv;  // [T, 3d]
+    gemm(ws.qkv, X, w_.w_qkv, ws.gemm);  // [T, 3d]
     ws.qkv.rowwise() += w_.b_qkv;
-    rotate(ws.qkv, past);
+    rotate(ws.qkv, past, ws.angles);
 
     const Index span = past + rows;  // S: every position a new token may attend to
     if (cache) {
@@ -114,18 +118,20 @@ class DenseAttention {
     }
     const T scale = T(1) / std::sqrt(static_cast<T>(dh));
     ws.context.resize(rows, d);
-    ws.scores.resize(rows, span);
+    if (cache)
+      ws.scores.reserve(rows * cache->capacity());  // once: S grows with every decoded token
+    auto scores = ws.scores.view(rows, span);       // [T, S]
     for (Index h = 0; h < n_heads_; ++h) {
       const auto q = ws.qkv.middleCols(h * dh, dh);  // [T, d_h]
       if (cache) {
         attend_head(q, cache->keys.block(0, h * dh, span, dh),
-                    cache->values.block(0, h * dh, span, dh), scale, past, ws, h);
+                    cache->values.block(0, h * dh, span, dh), scale, past, scores, ws, h);
       } else {
         attend_head(q, ws.qkv.middleCols(d + h * dh, dh), ws.qkv.middleCols(2 * d + h * dh, dh),
-                    scale, past, ws, h);
+                    scale, past, scores, ws, h);
       }
     }
-    Y.noalias() = ws.context * w_.w_out;  // [T, d]
+    gemm(Y, ws.context, w_.w_out, ws.gemm);  // [T, d]
     Y.rowwise() += w_.b_out;
   }
 
@@ -138,11 +144,11 @@ class DenseAttention {
 
  private:
   // Rotates the first rotary_dims of every Q and K head of positions [past, past + T).
-  void rotate(Activations<T>& qkv, Index past) const {
+  void rotate(Activations<T>& qkv, Index past, kernels::RotaryAngles<T>& angles) const {
     if (rotary_dims_ == 0)
       return;
     const Index d = features(), dh = head_dim(), half = rotary_dims_ / 2;
-    const auto angles = kernels::rotary_angles<T>(past, qkv.rows(), rotary_dims_, rotary_base_);
+    kernels::rotary_angles<T>(past, qkv.rows(), rotary_dims_, rotary_base_, angles);
     for (Index t = 0; t < qkv.rows(); ++t) {
       const T* cos = angles.cos.data() + t * half;
       const T* sin = angles.sin.data() + t * half;
@@ -153,18 +159,18 @@ class DenseAttention {
     }
   }
 
-  template <class QBlock, class KBlock, class VBlock>
+  template <class QBlock, class KBlock, class VBlock, class Scores>
   void attend_head(const QBlock& q, const KBlock& k, const VBlock& v, T scale, Index past,
-                   Workspace& ws, Index h) const {
+                   Scores& scores, Workspace& ws, Index h) const {
     const Index rows = q.rows(), span = k.rows();
     // Product first, then scale in place: written as one expression, Eigen evaluates the
     // product into a fresh [T, S] temporary before scaling (8x slower at T >= 2048).
-    ws.scores.noalias() = q * k.transpose();  // [T, S]
-    ws.scores *= scale;
+    gemm(scores, q, k.transpose(), ws.gemm);  // [T, S]
+    scores *= scale;
     for (Index t = 0; t < rows; ++t) {
-      kernels::softmax(Backend{}, ws.scores.row(t).data(), span, past + t + 1);  // causal
+      kernels::softmax(Backend{}, scores.row(t).data(), span, past + t + 1);  // causal
     }
-    ws.context.middleCols(h * head_dim(), head_dim()).noalias() = ws.scores * v;  // [T, d_h]
+    gemm(ws.context.middleCols(h * head_dim(), head_dim()), scores, v, ws.gemm);  // [T, d_h]
   }
 
   AttentionWeights<T, D> w_;

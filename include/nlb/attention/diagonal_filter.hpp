@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "nlb/attention/detail/causal_product.hpp"
 #include "nlb/core.hpp"
@@ -49,9 +50,11 @@ class DiagonalFilter {
   /// Free parameters: d.
   Index parameter_count() const { return theta_.size(); }
 
-  /// ShapeError unless d equals this filter's width (`what` names the caller).
-  void check_width(const std::string& what, Index d) const {
-    check_dim(what + ": filter width (d)", features(), d);
+  /// ShapeError unless d equals this filter's width (`what` names the caller). The message is
+  /// built only on a mismatch: forward passes call this per head.
+  void check_width(std::string_view what, Index d) const {
+    if (d != features())
+      check_dim(std::string(what) + ": filter width (d)", features(), d);
   }
 
   /// f = X D [T, d] for X [T, d]: x_i D x_jᵀ = f_i · x_j. O(T·d).
@@ -147,7 +150,7 @@ class ScalarFilter {
   /// Free parameters: 1.
   Index parameter_count() const { return 1; }
   /// Any width fits: no check.
-  void check_width(const std::string&, Index) const {}
+  void check_width(std::string_view, Index) const {}
 
   /// f = softplus(θ) X [T, d]: x_i D x_jᵀ = f_i · x_j. O(T·d).
   void query_features(const Eigen::Ref<const Activations<T>>& X,

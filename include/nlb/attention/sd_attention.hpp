@@ -12,10 +12,10 @@
 
 #include "nlb/attention/detail/causal_product.hpp"
 #include "nlb/attention/diagonal_filter.hpp"
+#include "nlb/attention/kv_cache.hpp"
 #include "nlb/attention/skew_routing.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/softmax.hpp"
-#include "nlb/attention/kv_cache.hpp"
 
 namespace nlb {
 
@@ -53,13 +53,17 @@ class SDAttention {
   using AnyInput = Activations<Scalar>;
   using AnyOutput = Activations<Scalar>;
 
-  /// Scratch memory for forward(); reuse it across calls.
+  /// Scratch memory for forward(); reuse it across calls. After a call with T rows and S
+  /// positions, a call with T rows and at most S positions allocates nothing (the key features
+  /// and scores grow with the KV cache, so they are grow-only storage used through views).
   struct Workspace {
-    Activations<Scalar> values;   // [T, d]
-    RowMatrix<Scalar> lq;         // [T, d + Rank]: one head's query-side features
-    RowMatrix<Scalar> lk;         // [S, d + Rank]: key-side features (the keys, then routing)
-    RowMatrix<Scalar> scores;     // [T, S] for one head
-    Activations<Scalar> context;  // [T, d]
+    Activations<Scalar> values;    // [T, d]
+    RowMatrix<Scalar> lq;          // [T, d + Rank]: one head's query-side features
+    ScratchMatrix<Scalar> lk;      // [S, d + Rank]: key-side features (the keys, then routing)
+    ScratchMatrix<Scalar> scores;  // [T, S] for one head
+    Activations<Scalar> context;   // [T, d]
+    GemmScratch<Scalar> gemm;      // packing buffers of the projections and P V
+    typename RoutingT::FeatureWorkspace features;  // the routing's key features
   };
 
   SDAttention() = default;
@@ -119,7 +123,7 @@ class SDAttention {
       }
     }
     ws.values.resize(rows, d);
-    ws.values.noalias() = X * w_v_;
+    gemm(ws.values, X, w_v_, ws.gemm);
     ws.values.rowwise() += b_v_;
     const Index span = past + rows;
     if (cache) {
@@ -135,9 +139,15 @@ class SDAttention {
 
     const T scale = T(1) / std::sqrt(static_cast<T>(dh));
     ws.lq.resize(rows, d + max_rank_);
-    ws.lk.resize(span, d + max_rank_);
-    ws.lk.leftCols(d) = keys;  // the filter's key side, shared by every head
-    ws.scores.resize(rows, span);
+    if (cache) {  // once: S grows with every decoded token
+      ws.lk.reserve(cache->capacity() * (d + max_rank_));
+      ws.scores.reserve(rows * cache->capacity());
+      for (const auto& routing : routing_)
+        routing.reserve(ws.features, cache->capacity());
+    }
+    auto lk = ws.lk.view(span, d + max_rank_);
+    lk.leftCols(d) = keys;  // the filter's key side, shared by every head
+    auto scores = ws.scores.view(rows, span);
     ws.context.resize(rows, d);
     for (Index h = 0; h < heads(); ++h) {
       const auto& routing = routing_[static_cast<std::size_t>(h)];
@@ -147,13 +157,13 @@ class SDAttention {
       ws.lq.leftCols(d) *= -scale;
       routing.query_features(X, ws.lq.middleCols(d, r));
       ws.lq.middleCols(d, r) *= scale;
-      routing.key_features(keys, ws.lk.middleCols(d, r));
-      detail::causal_product<T>(ws.lq.leftCols(width), ws.lk.leftCols(width), ws.scores, past);
+      routing.key_features(keys, lk.middleCols(d, r), ws.features);
+      detail::causal_product<T>(ws.lq.leftCols(width), lk.leftCols(width), scores, past);
       for (Index t = 0; t < rows; ++t)
-        kernels::softmax(Backend{}, ws.scores.row(t).data(), span, past + t + 1);
-      ws.context.middleCols(h * dh, dh).noalias() = ws.scores * values.middleCols(h * dh, dh);
+        kernels::softmax(Backend{}, scores.row(t).data(), span, past + t + 1);
+      gemm(ws.context.middleCols(h * dh, dh), scores, values.middleCols(h * dh, dh), ws.gemm);
     }
-    Y.noalias() = ws.context * w_out_;
+    gemm(Y, ws.context, w_out_, ws.gemm);
     Y.rowwise() += b_out_;
   }
 

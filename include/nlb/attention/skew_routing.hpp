@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <Eigen/Eigenvalues>
 
@@ -153,13 +154,51 @@ class SkewSymmetricRouting {
     out.noalias() = X * uv_;  // one GEMM of width Rank
   }
 
+  /// Scratch memory of key_features: X U before its negation (column-major, as the temporary
+  /// Eigen itself evaluates −(X U) through) and the products' packing buffers.
+  struct FeatureWorkspace {
+    AlignedBuffer<T> product;  // [T, Rank / 2] column-major
+    GemmScratch<T> gemm;
+    // (rows, Rank / 2) pairs reserve() has sized the buffers for (heads may differ in rank).
+    std::vector<std::pair<Index, Index>> reserved;
+  };
+
+  /// Sizes `ws` for key_features of up to `rows` rows (a KV cache's capacity), so that later
+  /// calls never allocate, however the row count grows between them.
+  void reserve(FeatureWorkspace& ws, Index rows) const {
+    const Index r = u_.cols();
+    for (const auto& [n, width] : ws.reserved) {
+      if (n == rows && width == r)
+        return;
+    }
+    if (ws.product.size() < static_cast<std::size_t>(rows * r))
+      ws.product.resize(static_cast<std::size_t>(rows * r));
+    reserve_gemm(ws.gemm, rows, r, features());
+    ws.reserved.emplace_back(rows, r);
+  }
+
   /// k = [X V | −X U] [T, Rank] for X [T, d]: the key side, so x_i S x_jᵀ = q_i · k_j.
-  /// O(T·d·Rank).
-  void key_features(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<RowMatrix<T>> out) const {
+  /// O(T·d·Rank). With a reused `ws`, a call with no more rows than an earlier one allocates
+  /// nothing; the arithmetic is that of key_features(X, out).
+  void key_features(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<RowMatrix<T>> out,
+                    FeatureWorkspace& ws) const {
     check_features("key_features", X, out);
     const Index r = u_.cols();
-    out.leftCols(r).noalias() = X * v_;
-    out.rightCols(r).noalias() = -(X * u_);
+    gemm(out.leftCols(r), X, v_, ws.gemm);
+    // −(X U) exactly as Eigen evaluates it: the product into a column-major temporary (here
+    // grow-only storage), then negated.
+    if (ws.product.size() < static_cast<std::size_t>(X.rows() * r))
+      ws.product.resize(static_cast<std::size_t>(X.rows() * r));
+    Eigen::Map<Eigen::Matrix<T, Dynamic, Dynamic>, Eigen::Aligned64> xu(ws.product.data(), X.rows(),
+                                                                        r);
+    gemm(xu, X, u_, ws.gemm);
+    out.rightCols(r) = -xu;
+  }
+
+  /// key_features with a temporary workspace.
+  void key_features(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<RowMatrix<T>> out) const {
+    FeatureWorkspace ws;
+    key_features(X, out, ws);
   }
 
   /// Routing scores out(i, j) = x_i S x_jᵀ for X [T, d], out [T, T], in low-rank form:
@@ -200,6 +239,9 @@ class SkewSymmetricRouting {
 
   void check_features(const char* what, const Eigen::Ref<const Activations<T>>& X,
                       const Eigen::Ref<RowMatrix<T>>& out) const {
+    // The names are built only on a mismatch: forward passes call this per head.
+    if (X.cols() == features() && out.rows() == X.rows() && out.cols() == rank())
+      return;
     const std::string name = std::string("SkewSymmetricRouting::") + what;
     check_dim(name + ": input width (d)", features(), X.cols());
     check_dim(name + ": output rows (T)", X.rows(), out.rows());

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace nlb {
@@ -51,10 +52,12 @@ std::string expected_found(const std::string& what, const Expected& expected, co
 
 }  // namespace detail
 
-/// Throws ShapeError unless `found == expected`.
-inline void check_dim(const std::string& what, long long expected, long long found) {
+/// Throws ShapeError unless `found == expected`. `what` is a view so that a passing check
+/// builds no string (a std::string parameter would heap-allocate for every literal longer
+/// than the small-string buffer, on every call of every forward pass).
+inline void check_dim(std::string_view what, long long expected, long long found) {
   if (expected != found)
-    throw ShapeError(detail::expected_found(what, expected, found));
+    throw ShapeError(detail::expected_found(std::string(what), expected, found));
 }
 
 }  // namespace nlb

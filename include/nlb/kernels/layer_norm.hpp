@@ -227,7 +227,8 @@ const typename Derived::Scalar* affine_data(const char* what, const Eigen::Matri
                                             Index d) {
   static_assert(is_direct_vector<Derived>,
                 "layer_norm_rows: gamma and beta must be vectors with direct access");
-  check_dim(std::string(what) + " size", d, v.size());
+  if (v.size() != d)  // the message only on a mismatch: this runs twice per LayerNorm call
+    check_dim(std::string(what) + " size", d, v.size());
   check_unit_stride(what, v.size(), v.innerStride());
   return v.derived().data();
 }

@@ -19,16 +19,17 @@ struct RotaryAngles {
   std::vector<T> cos, sin;
 };
 
-/// The angles for positions [first, first + count): row t of each table is position first + t,
-/// laid out [count, rotary_dims / 2]. O(count · rotary_dims).
+/// The angles for positions [first, first + count) into `a`: row t of each table is position
+/// first + t, laid out [count, rotary_dims / 2]. The tables keep their capacity, so a reused
+/// `a` allocates only when count · rotary_dims / 2 exceeds every earlier call (a decoded token
+/// allocates nothing). O(count · rotary_dims).
 template <class T>
-RotaryAngles<T> rotary_angles(Index first, Index count, Index rotary_dims, double base) {
+void rotary_angles(Index first, Index count, Index rotary_dims, double base, RotaryAngles<T>& a) {
   if (rotary_dims % 2 != 0 || rotary_dims < 0) {
     throw ArgumentError(nlb::detail::expected_found("rotary_angles: rotary dims",
                                                     "an even non-negative number", rotary_dims));
   }
   const Index half = rotary_dims / 2;
-  RotaryAngles<T> a;
   a.cos.resize(static_cast<std::size_t>(count * half));
   a.sin.resize(a.cos.size());
   for (Index i = 0; i < half; ++i) {
@@ -41,6 +42,13 @@ RotaryAngles<T> rotary_angles(Index first, Index count, Index rotary_dims, doubl
       a.sin[k] = static_cast<T>(std::sin(angle));
     }
   }
+}
+
+/// The angles for positions [first, first + count) as new tables (see above).
+template <class T>
+RotaryAngles<T> rotary_angles(Index first, Index count, Index rotary_dims, double base) {
+  RotaryAngles<T> a;
+  rotary_angles(first, count, rotary_dims, base, a);
   return a;
 }
 

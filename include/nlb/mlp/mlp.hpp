@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "nlb/core.hpp"
+#include "nlb/core/gemm_scratch.hpp"
 #include "nlb/mlp/activation.hpp"
 
 namespace nlb {
@@ -39,7 +40,8 @@ class Mlp {
 
   /// Scratch memory for forward(); reuse one across calls to avoid an allocation per call.
   struct Workspace {
-    Hidden hidden;  // [≥ T, h]: grows to the largest batch seen, never shrinks
+    Hidden hidden;        // [≥ T, h]: grows to the largest batch seen, never shrinks
+    GemmScratch<T> gemm;  // packing buffers of both products
   };
 
   /// An MLP with zero weights of width d and hidden width h (the compile-time sizes by default).
@@ -67,7 +69,9 @@ class Mlp {
     check_dim("Mlp: b_proj size (d)", d, b_proj_.size());
   }
 
-  /// Y = MLP(X) using `ws` for the hidden block. X [T, d], Y [T, d]; Y must not alias X.
+  /// Y = MLP(X) using `ws` for the hidden block and the products' packing buffers. X [T, d],
+  /// Y [T, d]; Y must not alias X. With a reused `ws` a batch no larger than an earlier one
+  /// allocates nothing.
   void forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y, Workspace& ws) const {
     check_dim("Mlp::forward: input width (d)", in_features(), X.cols());
     check_dim("Mlp::forward: output rows (T)", X.rows(), Y.rows());
@@ -78,11 +82,11 @@ class Mlp {
       ws.hidden.resize(X.rows(), hidden_features());
     }
     auto hidden = ws.hidden.topRows(X.rows());  // [T, h]
-    hidden.noalias() = X * w_fc_;
+    gemm(hidden, X, w_fc_, ws.gemm);
     hidden.rowwise() += b_fc_;
     // The top rows of a row-major matrix are contiguous: one kernel call over [T, h].
     Act::apply(Backend{}, hidden.data(), hidden.size());
-    Y.noalias() = hidden * w_proj_;  // [T, d]
+    gemm(Y, hidden, w_proj_, ws.gemm);  // [T, d]
     Y.rowwise() += b_proj_;
   }
 

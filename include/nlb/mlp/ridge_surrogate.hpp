@@ -241,6 +241,22 @@ class RidgeSurrogate {
     out.rowwise() += bias_;
   }
 
+  /// Y = X W + b as above, with the product's packing buffers in `scratch` (core/gemm_scratch.hpp):
+  /// the same arithmetic, and no allocation once `scratch` has seen a product this large.
+  template <class XDerived, class YDerived>
+  void apply(const Eigen::MatrixBase<XDerived>& X, const Eigen::MatrixBase<YDerived>& Y,
+             GemmScratch<T>& scratch) const {
+    static_assert(std::is_same_v<typename XDerived::Scalar, T> &&
+                      std::is_same_v<typename YDerived::Scalar, T>,
+                  "RidgeSurrogate::apply: X and Y must have the surrogate's scalar type");
+    check_dim("RidgeSurrogate::apply: input width (d_in)", in_features(), X.cols());
+    check_dim("RidgeSurrogate::apply: output rows (T)", X.rows(), Y.rows());
+    check_dim("RidgeSurrogate::apply: output width (d_out)", out_features(), Y.cols());
+    auto& out = const_cast<Eigen::MatrixBase<YDerived>&>(Y);  // as in apply(X, Y)
+    gemm(out.derived(), X.derived(), weight_, scratch);       // [T, d_out]
+    out.rowwise() += bias_;
+  }
+
   /// Returns X W + b as a new [T, d_out] matrix. X [T, d_in] of scalar T.
   template <class XDerived>
   Output apply(const Eigen::MatrixBase<XDerived>& X) const {

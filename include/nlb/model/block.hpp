@@ -5,13 +5,29 @@
 #include <type_traits>
 #include <utility>
 
+#include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/layer_norm.hpp"
 #include "nlb/mlp/route_counts.hpp"
-#include "nlb/attention/kv_cache.hpp"
 #include "nlb/model/taps.hpp"
 
 namespace nlb {
+
+namespace detail {
+// An MLP kind's workspace, or an empty one for kinds without (RidgeSurrogate).
+struct NoMlpWorkspace {};
+template <class MlpT>
+struct mlp_workspace {
+  using type = NoMlpWorkspace;
+};
+template <class MlpT>
+requires requires {
+  typename MlpT::Workspace;
+}
+struct mlp_workspace<MlpT> {
+  using type = typename MlpT::Workspace;
+};
+}  // namespace detail
 
 /// LayerNorm parameters: gamma, beta [d].
 template <class T, int D = Dynamic>
@@ -43,10 +59,14 @@ class Block {
   using Attention = AttnT;
   using MlpType = MlpT;
 
-  /// Scratch memory, reused across calls.
+  /// Scratch memory, reused across calls (and across layers of one block type): after a call
+  /// with T rows (and S cached positions), a call with T rows and at most S positions allocates
+  /// nothing.
   struct Workspace {
-    Stream normed, attn_out, mlp_in, mlp_out;
+    Stream normed, attn_out, mlp_in, mlp_out;  // [T, d]
     typename AttnT::Workspace attn;
+    typename detail::mlp_workspace<MlpT>::type mlp;
+    GemmScratch<T> surrogate;  // a RidgeSurrogate kind's product
   };
 
   Block(LayerNormWeights<T, D> ln1, AttnT attn, LayerNormWeights<T, D> ln2, MlpT mlp,
@@ -92,7 +112,7 @@ class Block {
     }
     detail::fire(taps, Tap::mlp_input, layer, ws.mlp_in);
     ws.mlp_out.resize(rows, d);
-    run_mlp(ws.mlp_in, ws.mlp_out, counts);
+    run_mlp(ws.mlp_in, ws.mlp_out, ws, counts);
     detail::fire(taps, Tap::mlp_output, layer, ws.mlp_out);
     if (parallel_) {
       x += ws.attn_out + ws.mlp_out;
@@ -113,21 +133,21 @@ class Block {
   bool attn_layer_norm() const { return attn_norm_; }
 
  private:
-  void run_mlp(const Stream& in, Stream& out, RouteCounts* counts) const {
-    if constexpr (requires { mlp_.forward(in, out, counts); }) {
-      mlp_.forward(in, out, counts);  // MlpSlot
-    } else if constexpr (requires { mlp_.apply(in, out); }) {
-      mlp_.apply(in, out);  // RidgeSurrogate
+  void run_mlp(const Stream& in, Stream& out, Workspace& ws, RouteCounts* counts) const {
+    if constexpr (requires { mlp_.forward(in, out, ws.mlp, counts); }) {
+      mlp_.forward(in, out, ws.mlp, counts);  // MlpSlot
+    } else if constexpr (requires { mlp_.apply(in, out, ws.surrogate); }) {
+      mlp_.apply(in, out, ws.surrogate);  // RidgeSurrogate
       if (counts)
         counts->linear += in.rows();
-    } else if constexpr (requires { RouteCounts(mlp_.forward(in, out)); }) {
-      const RouteCounts c = mlp_.forward(in, out);  // GatedMLP
+    } else if constexpr (requires { RouteCounts(mlp_.forward(in, out, ws.mlp)); }) {
+      const RouteCounts c = mlp_.forward(in, out, ws.mlp);  // GatedMLP
       if (counts) {
         counts->linear += c.linear;
         counts->full += c.full;
       }
     } else {
-      mlp_.forward(in, out);  // Mlp
+      mlp_.forward(in, out, ws.mlp);  // Mlp
       if (counts)
         counts->full += in.rows();
     }

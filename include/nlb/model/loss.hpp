@@ -1,10 +1,12 @@
 // Next-token cross-entropy and the perplexity protocol of `nlb eval` (PAPERS §A2).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "nlb/core.hpp"
@@ -42,14 +44,13 @@ struct PerplexityResult {
   std::vector<double> window_loss_sums;  // per window, for bootstrap intervals
 };
 
-/// The `nlb eval` protocol: split `tokens` into consecutive non-overlapping windows of `context`
-/// tokens (a shorter last window is dropped), keep the first `max_windows` (all if ≤ 0), predict
-/// every position but the first of each window; PPL = exp(mean cross-entropy). `progress(done,
-/// total)` is called after each window. Throws ArgumentError when no full window fits.
-template <class Model>
-PerplexityResult evaluate_perplexity(const Model& model, std::span<const std::int32_t> tokens,
-                                     Index context, Index max_windows = 0,
-                                     const std::function<void(Index, Index)>& progress = {}) {
+namespace detail {
+// The `nlb eval` protocol (below) with the logits of a window from forward(window, logits).
+template <class T, class Forward>
+PerplexityResult windowed_perplexity(std::span<const std::int32_t> tokens, Index context,
+                                     Index max_windows,
+                                     const std::function<void(Index, Index)>& progress,
+                                     Forward&& forward) {
   if (context < 2) {
     throw ArgumentError(
         detail::expected_found("evaluate_perplexity: context", "at least 2", context));
@@ -65,12 +66,12 @@ PerplexityResult evaluate_perplexity(const Model& model, std::span<const std::in
   PerplexityResult r;
   r.windows = windows;
   r.context = context;
-  RowMatrix<typename Model::Scalar> logits;
+  RowMatrix<T> logits;
   double total = 0;
   for (Index w = 0; w < windows; ++w) {
     const auto window =
         tokens.subspan(static_cast<std::size_t>(w * context), static_cast<std::size_t>(context));
-    model.forward(window, logits);
+    forward(window, logits);
     const auto loss = next_token_losses(logits, window);
     double sum = 0;
     for (double l : loss)
@@ -84,6 +85,33 @@ PerplexityResult evaluate_perplexity(const Model& model, std::span<const std::in
   r.mean_loss = total / static_cast<double>(r.predicted_tokens);
   r.ppl = std::exp(r.mean_loss);
   return r;
+}
+}  // namespace detail
+
+/// The `nlb eval` protocol: split `tokens` into consecutive non-overlapping windows of `context`
+/// tokens (a shorter last window is dropped), keep the first `max_windows` (all if ≤ 0), predict
+/// every position but the first of each window; PPL = exp(mean cross-entropy). `progress(done,
+/// total)` is called after each window. Throws ArgumentError when no full window fits.
+/// A model with a Workspace type (Transformer) runs every window in one workspace.
+template <class Model>
+PerplexityResult evaluate_perplexity(const Model& model, std::span<const std::int32_t> tokens,
+                                     Index context, Index max_windows = 0,
+                                     const std::function<void(Index, Index)>& progress = {}) {
+  using T = typename Model::Scalar;
+  if constexpr (requires { typename Model::Workspace; }) {
+    typename Model::Workspace ws;
+    return detail::windowed_perplexity<T>(
+        tokens, context, max_windows, progress,
+        [&](std::span<const std::int32_t> window, RowMatrix<T>& logits) {
+          model.forward(window, logits, ws);
+        });
+  } else {
+    return detail::windowed_perplexity<T>(
+        tokens, context, max_windows, progress,
+        [&](std::span<const std::int32_t> window, RowMatrix<T>& logits) {
+          model.forward(window, logits);
+        });
+  }
 }
 
 }  // namespace nlb

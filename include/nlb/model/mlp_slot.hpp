@@ -29,6 +29,16 @@ class MlpSlot {
   using GatedErf = GatedMLP<MlpErf, Surrogate, Gate>;
   using Variant = std::variant<MlpTanh, MlpErf, Surrogate, GatedTanh, GatedErf>;
 
+  /// Scratch memory for forward(): one workspace per kind (only the used one grows). Reuse it
+  /// across calls: a batch no larger than an earlier one then allocates nothing.
+  struct Workspace {
+    typename MlpTanh::Workspace tanh;
+    typename MlpErf::Workspace erf;
+    GemmScratch<T> surrogate;
+    typename GatedTanh::Workspace gated_tanh;
+    typename GatedErf::Workspace gated_erf;
+  };
+
   MlpSlot() = default;
   template <class Kind>
   requires std::is_constructible_v<Variant, Kind&&> MlpSlot(Kind&& kind)
@@ -36,27 +46,48 @@ class MlpSlot {
 
   /// Y = this layer's MLP(X). X, Y [T, d]. Rows routed by a gate are added to `counts`.
   void forward(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
-               RouteCounts* counts = nullptr) const {
+               Workspace& ws, RouteCounts* counts = nullptr) const {
     std::visit(
         [&](const auto& mlp) {
           using Kind = std::decay_t<decltype(mlp)>;
           if constexpr (std::is_same_v<Kind, Surrogate>) {
-            mlp.apply(X, Y);
+            mlp.apply(X, Y, ws.surrogate);
             if (counts)
               counts->linear += X.rows();
           } else if constexpr (std::is_same_v<Kind, GatedTanh> || std::is_same_v<Kind, GatedErf>) {
-            const RouteCounts c = mlp.forward(X, Y);
+            const RouteCounts c = mlp.forward(X, Y, workspace_of<Kind>(ws));
             if (counts) {
               counts->linear += c.linear;
               counts->full += c.full;
             }
           } else {
-            mlp.forward(X, Y);
+            mlp.forward(X, Y, workspace_of<Kind>(ws));
             if (counts)
               counts->full += X.rows();
           }
         },
         kind_);
+  }
+
+  /// forward() with a temporary workspace.
+  void forward(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
+               RouteCounts* counts = nullptr) const {
+    Workspace ws;
+    forward(X, Y, ws, counts);
+  }
+
+  /// Y = the held full MLP(X) (either activation), for a gated override that routes rows to the
+  /// layer's own MLP (Block::forward). Throws ArgumentError when the slot holds another kind.
+  void forward_full(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
+                    Workspace& ws) const {
+    if (const auto* m = std::get_if<MlpTanh>(&kind_)) {
+      m->forward(X, Y, ws.tanh);
+    } else if (const auto* e = std::get_if<MlpErf>(&kind_)) {
+      e->forward(X, Y, ws.erf);
+    } else {
+      throw ArgumentError(detail::expected_found("MlpSlot::forward_full: the layer's MLP slot",
+                                                 "a full MLP", "a surrogate or gated MLP"));
+    }
   }
 
   Index in_features() const {
@@ -80,6 +111,20 @@ class MlpSlot {
   }
 
  private:
+  template <class Kind>
+  static auto& workspace_of(Workspace& ws) {
+    if constexpr (std::is_same_v<Kind, MlpTanh>) {
+      return ws.tanh;
+    } else if constexpr (std::is_same_v<Kind, MlpErf>) {
+      return ws.erf;
+    } else if constexpr (std::is_same_v<Kind, GatedTanh>) {
+      return ws.gated_tanh;
+    } else {
+      static_assert(std::is_same_v<Kind, GatedErf>, "MlpSlot: every kind has a workspace");
+      return ws.gated_erf;
+    }
+  }
+
   Variant kind_;
 };
 

@@ -78,20 +78,24 @@ class TokenSampler {
 };
 
 /// Generates up to `count` tokens after `prompt` with a KV cache (one forward per new token),
-/// stopping early at the model's n_positions. Returns the new tokens only.
+/// stopping early at the model's n_positions. Returns the new tokens only. One workspace
+/// serves every step, so after the first decoded token a step allocates nothing in the model
+/// (the sampler's top-k path keeps its own buffers per call).
 template <class Model>
 std::vector<std::int32_t> generate(const Model& model, std::span<const std::int32_t> prompt,
                                    Index count, TokenSampler& sampler) {
   auto cache = model.make_cache();
+  typename Model::Workspace ws;
   RowMatrix<typename Model::Scalar> logits;
-  model.forward(prompt, logits, NoTaps{}, &cache);
+  model.forward(prompt, logits, ws, NoTaps{}, &cache);
   std::vector<std::int32_t> out;
+  out.reserve(static_cast<std::size_t>(std::max<Index>(count, 0)));
   for (Index i = 0; i < count; ++i) {
     const std::int32_t next = sampler.next(logits.row(logits.rows() - 1));
     out.push_back(next);
     if (cache.length() >= cache.capacity() || i + 1 == count)
       break;
-    model.forward(std::span<const std::int32_t>(&out.back(), 1), logits, NoTaps{}, &cache);
+    model.forward(std::span<const std::int32_t>(&out.back(), 1), logits, ws, NoTaps{}, &cache);
   }
   return out;
 }

@@ -31,6 +31,28 @@ template <class L>
 inline constexpr bool is_std_vector = false;
 template <class B, class A>
 inline constexpr bool is_std_vector<std::vector<B, A>> = true;
+
+// std::tuple of the distinct types among Ts (first occurrence order): one workspace per kind
+// of block, shared by the layers of that kind.
+template <class Tuple, class... Ts>
+struct unique_tuple {
+  using type = Tuple;
+};
+template <class... Seen, class U, class... Ts>
+struct unique_tuple<std::tuple<Seen...>, U, Ts...>
+    : std::conditional_t<(std::is_same_v<U, Seen> || ...), unique_tuple<std::tuple<Seen...>, Ts...>,
+                         unique_tuple<std::tuple<Seen..., U>, Ts...>> {};
+
+template <class Layers>
+struct block_workspaces;
+template <class B, class A>
+struct block_workspaces<std::vector<B, A>> {
+  using type = std::tuple<typename B::Workspace>;
+};
+template <class... Blocks>
+struct block_workspaces<std::tuple<Blocks...>> {
+  using type = typename unique_tuple<std::tuple<>, typename Blocks::Workspace...>::type;
+};
 }  // namespace detail
 
 /// The model. `Layers` is either std::vector<BlockT> (layer count known at run time, one block
@@ -45,6 +67,17 @@ class BasicTransformer {
   using Scalar = T;
   static constexpr int size = D;
   using Stream = Activations<T, D>;
+
+  /// Scratch memory of forward passes, owned by the caller and reused across calls (gemma.cpp's
+  /// `Activations`): the residual stream, one workspace per kind of block (shared by the layers
+  /// of that kind) and the head's product buffers. After a call with T tokens (and S cached
+  /// positions), a call with T tokens and at most S positions performs no heap allocation
+  /// (tests/model/test_forward_allocations.cpp). One workspace per thread.
+  struct Workspace {
+    Stream x;  // [T, d] residual stream
+    typename detail::block_workspaces<Layers>::type blocks;
+    GemmScratch<T> head;  // the unembedding product's packing buffers
+  };
 
   BasicTransformer(ModelConfig config, EmbeddingWeights<T, D> embeddings, Layers layers)
       : config_(std::move(config)), emb_(std::move(embeddings)), layers_(std::move(layers)) {
@@ -64,44 +97,42 @@ class BasicTransformer {
     check_dim("Transformer: layer count", config_.n_layers, layer_count());
   }
 
-  /// Logits [T, vocab] of `tokens` (ids in [0, vocab)). Without a cache the tokens are positions
-  /// [0, T); with one they follow the cached positions, whose keys and values are reused and
-  /// extended (incremental decoding). `taps(Tap, layer, const Stream&)` observes activations;
-  /// `counts` accumulates the rows each gated layer routed. Throws ArgumentError for an empty
-  /// sequence, a token out of range, or more positions than n_positions.
+  /// Logits [T, vocab] of `tokens` (ids in [0, vocab)), using the caller's workspace `ws`.
+  /// Without a cache the tokens are positions [0, T); with one they follow the cached
+  /// positions, whose keys and values are reused and extended (incremental decoding).
+  /// `taps(Tap, layer, const Stream&)` observes activations; `counts` accumulates the rows each
+  /// gated layer routed. Throws ArgumentError for an empty sequence, a token out of range, or
+  /// more positions than n_positions.
   template <class Taps = NoTaps>
-  void forward(std::span<const std::int32_t> tokens, RowMatrix<T>& logits, Taps&& taps = {},
-               KVCache<T>* cache = nullptr, RouteCounts* counts = nullptr) const {
-    Stream x;
-    hidden_states(tokens, x, taps, cache, counts);
-    const auto& u = emb_.unembedding.size() > 0 ? emb_.unembedding : emb_.token;
-    logits.resize(x.rows(), config_.vocab_size);
-    logits.noalias() = x * u.transpose();  // [T, vocab]
+  void forward(std::span<const std::int32_t> tokens, RowMatrix<T>& logits, Workspace& ws,
+               Taps&& taps = {}, KVCache<T>* cache = nullptr, RouteCounts* counts = nullptr) const {
+    const Index past = cache ? cache->length() : 0;
+    check_cache("Transformer::forward", cache);
+    embed(tokens, ws.x, past, taps, "Transformer::forward");
+    run_range(ws.x, 0, layer_count(), ws, cache, taps, counts);
+    head(ws.x, logits, ws);
   }
 
-  /// The final hidden states (after ln_f) [T, d]; forward() without the unembedding.
+  /// forward() with a temporary workspace (allocates it on every call).
+  template <class Taps = NoTaps>
+  requires(!std::is_same_v<std::remove_cvref_t<Taps>, Workspace>) void forward(
+      std::span<const std::int32_t> tokens, RowMatrix<T>& logits, Taps&& taps = {},
+      KVCache<T>* cache = nullptr, RouteCounts* counts = nullptr) const {
+    Workspace ws;
+    forward(tokens, logits, ws, taps, cache, counts);
+  }
+
+  /// The final hidden states (after ln_f) [T, d]; forward() without the unembedding, with a
+  /// temporary workspace.
   template <class Taps = NoTaps>
   void hidden_states(std::span<const std::int32_t> tokens, Stream& x, Taps&& taps = {},
                      KVCache<T>* cache = nullptr, RouteCounts* counts = nullptr) const {
-    const Index rows = static_cast<Index>(tokens.size());
+    Workspace ws;
     const Index past = cache ? cache->length() : 0;
-    check_inputs(tokens, past, cache);
-    const Index d = config_.d_model;
-    x.resize(rows, d);
-    for (Index t = 0; t < rows; ++t) {
-      x.row(t) = emb_.token.row(tokens[static_cast<std::size_t>(t)]);
-      if (emb_.position.size() > 0)
-        x.row(t) += emb_.position.row(past + t);
-    }
-    detail::fire(taps, Tap::embedding, 0, x);
-    for_each_layer([&](const auto& block, Index layer) {
-      typename std::decay_t<decltype(block)>::Workspace ws;
-      KVCacheLayer<T>* layer_cache =
-          cache ? &cache->layers[static_cast<std::size_t>(layer)] : nullptr;
-      block.forward(x, ws, layer, layer_cache, taps, counts);
-    });
-    kernels::layer_norm_rows(Backend{}, x, x, emb_.final_norm.gamma, emb_.final_norm.beta,
-                             static_cast<T>(config_.layer_norm_eps));
+    check_cache("Transformer::forward", cache);
+    embed(tokens, x, past, taps, "Transformer::forward");
+    run_range(x, 0, layer_count(), ws, cache, taps, counts);
+    final_norm(x);
   }
 
   /// A KV cache sized for this model (n_positions positions).
@@ -138,26 +169,71 @@ class BasicTransformer {
   }
 
  private:
-  void check_inputs(std::span<const std::int32_t> tokens, Index past,
-                    const KVCache<T>* cache) const {
+  // The final LayerNorm on x (in place) and logits [T, vocab] = x Uᵀ.
+  void head(Stream& x, RowMatrix<T>& logits, Workspace& ws) const {
+    final_norm(x);
+    const auto& u = emb_.unembedding.size() > 0 ? emb_.unembedding : emb_.token;
+    logits.resize(x.rows(), config_.vocab_size);
+    gemm(logits, x, u.transpose(), ws.head);  // [T, vocab]
+  }
+
+  // x [T, d] = E[tokens] (+ P[past .. past + T)); fires Tap::embedding.
+  template <class Taps>
+  void embed(std::span<const std::int32_t> tokens, Stream& x, Index past, Taps& taps,
+             const char* what) const {
+    check_tokens(tokens, past, what);
+    const Index rows = static_cast<Index>(tokens.size());
+    x.resize(rows, config_.d_model);
+    for (Index t = 0; t < rows; ++t) {
+      x.row(t) = emb_.token.row(tokens[static_cast<std::size_t>(t)]);
+      if (emb_.position.size() > 0)
+        x.row(t) += emb_.position.row(past + t);
+    }
+    detail::fire(taps, Tap::embedding, 0, x);
+  }
+
+  // Layers [from, to) in order, each kind of block with its workspace.
+  template <class Taps>
+  void run_range(Stream& x, Index from, Index to, Workspace& ws, KVCache<T>* cache, Taps& taps,
+                 RouteCounts* counts) const {
+    for_each_layer([&](const auto& block, Index layer) {
+      if (layer < from || layer >= to)
+        return;
+      using BlockWs = typename std::decay_t<decltype(block)>::Workspace;
+      block.forward(x, std::get<BlockWs>(ws.blocks), layer,
+                    cache ? &cache->layers[static_cast<std::size_t>(layer)] : nullptr, taps,
+                    counts);
+    });
+  }
+
+  void final_norm(Stream& x) const {
+    kernels::layer_norm_rows(Backend{}, x, x, emb_.final_norm.gamma, emb_.final_norm.beta,
+                             static_cast<T>(config_.layer_norm_eps));
+  }
+
+  void check_tokens(std::span<const std::int32_t> tokens, Index past, const char* what) const {
     if (tokens.empty()) {
-      throw ArgumentError("Transformer::forward: expected at least one token, found none");
+      throw ArgumentError(std::string(what) + ": expected at least one token, found none");
     }
     for (std::size_t t = 0; t < tokens.size(); ++t) {
       if (tokens[t] < 0 || tokens[t] >= config_.vocab_size) {
         throw ArgumentError(detail::expected_found(
-            "Transformer::forward: token " + std::to_string(t),
+            std::string(what) + ": token " + std::to_string(t),
             "an id in [0, " + std::to_string(config_.vocab_size) + ")", tokens[t]));
       }
     }
     const Index last = past + static_cast<Index>(tokens.size());
     if (last > config_.n_positions) {
       throw ArgumentError(detail::expected_found(
-          "Transformer::forward: positions",
+          std::string(what) + ": positions",
           "at most n_positions = " + std::to_string(config_.n_positions), last));
     }
-    if (cache)
-      check_dim("Transformer::forward: cache layers", layer_count(),
+  }
+
+  void check_cache(const char* what, const KVCache<T>* cache) const {
+    // The message is built only on a mismatch: forward() runs this once per decoded token.
+    if (cache && static_cast<Index>(cache->layers.size()) != layer_count())
+      check_dim(std::string(what) + ": cache layers", layer_count(),
                 static_cast<Index>(cache->layers.size()));
   }
 
