@@ -88,7 +88,8 @@ void reserve_gemm(GemmScratch<T>& scratch, Index max_rows, Index cols, Index dep
 /// operand (GEMV), a tiny product (coefficient-based) or an empty one — go to Eigen unchanged;
 /// blocked GEMMs get their packing buffers from `scratch`, which grows to the largest product
 /// seen and then no longer allocates. Operands: dense matrices, blocks, maps, Refs and their
-/// transposes, of one real scalar type. Single-threaded (as Eigen without OpenMP).
+/// transposes, of one real scalar type. With Eigen's GEMM threads above 1 (OpenMP) this is
+/// Eigen's parallel product itself, which allocates.
 template <class Dst, class Lhs, class Rhs, class T>
 void gemm(Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs_expr, const Eigen::MatrixBase<Rhs>& rhs_expr,
           GemmScratch<T>& scratch) {
@@ -116,7 +117,11 @@ void gemm(Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs_expr, const Eigen::Matrix
     // Compile-time bounded sizes: Eigen's packing buffers are members of its blocking object.
     dst.noalias() = a_lhs * a_rhs;
   } else {
-    if (!blocked) {
+    // More than one GEMM thread (Eigen with OpenMP, Eigen::setNbThreads): Eigen's own product
+    // runs the product in parallel, which the single-threaded kernel call below would not
+    // (a 2-thread GPT-2-small forward was 1.5x slower); it allocates its packing buffers per
+    // call, so the no-allocation guarantee is a single-thread one.
+    if (!blocked || Eigen::nbThreads() > 1) {
       dst.noalias() = a_lhs * a_rhs;
       return;
     }
