@@ -7,12 +7,18 @@
 // its own build to get the same saving.
 #include <filesystem>
 
+#include "nlb/model/attention_slot.hpp"
 #include "nlb/model/hf_loader.hpp"
 #include "nlb/model/load_model.hpp"
+#include "nlb/model/mlp_slot.hpp"
 #include "nlb/model/sd_loader.hpp"
 #include "nlb/model/weights.hpp"
 
 namespace nlb {
+template class AttentionSlot<float>;
+template class AttentionSlot<double>;
+template class MlpSlot<float>;
+template class MlpSlot<double>;
 template ModelWeights<float> load_model_weights<float>(const std::filesystem::path&);
 template ModelWeights<double> load_model_weights<double>(const std::filesystem::path&);
 template Transformer<float> load_sd_model<float>(const std::filesystem::path&);

@@ -71,15 +71,9 @@ class AttentionSlot {
 
   /// Y = this layer's attention(X), X, Y [T, d], with the held kind's KV-cache semantics
   /// (Linear throws ArgumentError when given a cache). Shape errors as the held kind's.
+  /// Defined below the class (not inline), so that nlb_model_instances can compile it once.
   void forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y, Workspace& ws,
-               KVCacheLayer<T>* cache = nullptr) const {
-    std::visit(
-        [&](const auto& attn) {
-          using Kind = std::decay_t<decltype(attn)>;
-          attn.forward(X, Y, std::get<typename Kind::Workspace>(ws.parts), cache);
-        },
-        kind_);
-  }
+               KVCacheLayer<T>* cache = nullptr) const;
 
   /// Width d.
   Index features() const {
@@ -135,5 +129,23 @@ class AttentionSlot {
  private:
   Variant kind_;
 };
+
+template <class T, class Backend>
+void AttentionSlot<T, Backend>::forward(const Eigen::Ref<const AnyInput>& X,
+                                        Eigen::Ref<AnyOutput> Y, Workspace& ws,
+                                        KVCacheLayer<T>* cache) const {
+  std::visit(
+      [&](const auto& attn) {
+        using Kind = std::decay_t<decltype(attn)>;
+        attn.forward(X, Y, std::get<typename Kind::Workspace>(ws.parts), cache);
+      },
+      kind_);
+}
+
+#ifdef NLB_EXTERN_MODEL_INSTANCES
+// Compiled once in tools/instances/model_instances.cpp (docs/architecture.md, "Compile time").
+extern template class AttentionSlot<float>;
+extern template class AttentionSlot<double>;
+#endif
 
 }  // namespace nlb

@@ -45,29 +45,9 @@ class MlpSlot {
       : kind_(std::forward<Kind>(kind)) {}  // NOLINT: implicit by design
 
   /// Y = this layer's MLP(X). X, Y [T, d]. Rows routed by a gate are added to `counts`.
+  /// Defined below the class (not inline), so that nlb_model_instances can compile it once.
   void forward(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
-               Workspace& ws, RouteCounts* counts = nullptr) const {
-    std::visit(
-        [&](const auto& mlp) {
-          using Kind = std::decay_t<decltype(mlp)>;
-          if constexpr (std::is_same_v<Kind, Surrogate>) {
-            mlp.apply(X, Y, ws.surrogate);
-            if (counts)
-              counts->linear += X.rows();
-          } else if constexpr (std::is_same_v<Kind, GatedTanh> || std::is_same_v<Kind, GatedErf>) {
-            const RouteCounts c = mlp.forward(X, Y, workspace_of<Kind>(ws));
-            if (counts) {
-              counts->linear += c.linear;
-              counts->full += c.full;
-            }
-          } else {
-            mlp.forward(X, Y, workspace_of<Kind>(ws));
-            if (counts)
-              counts->full += X.rows();
-          }
-        },
-        kind_);
-  }
+               Workspace& ws, RouteCounts* counts = nullptr) const;
 
   /// forward() with a temporary workspace.
   void forward(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
@@ -79,16 +59,7 @@ class MlpSlot {
   /// Y = the held full MLP(X) (either activation), for a gated override that routes rows to the
   /// layer's own MLP (Block::forward). Throws ArgumentError when the slot holds another kind.
   void forward_full(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
-                    Workspace& ws) const {
-    if (const auto* m = std::get_if<MlpTanh>(&kind_)) {
-      m->forward(X, Y, ws.tanh);
-    } else if (const auto* e = std::get_if<MlpErf>(&kind_)) {
-      e->forward(X, Y, ws.erf);
-    } else {
-      throw ArgumentError(detail::expected_found("MlpSlot::forward_full: the layer's MLP slot",
-                                                 "a full MLP", "a surrogate or gated MLP"));
-    }
-  }
+                    Workspace& ws) const;
 
   Index in_features() const {
     return std::visit(
@@ -127,5 +98,50 @@ class MlpSlot {
 
   Variant kind_;
 };
+
+template <class T, class Backend>
+void MlpSlot<T, Backend>::forward(const Eigen::Ref<const Activations<T>>& X,
+                                  Eigen::Ref<Activations<T>> Y, Workspace& ws,
+                                  RouteCounts* counts) const {
+  std::visit(
+      [&](const auto& mlp) {
+        using Kind = std::decay_t<decltype(mlp)>;
+        if constexpr (std::is_same_v<Kind, Surrogate>) {
+          mlp.apply(X, Y, ws.surrogate);
+          if (counts)
+            counts->linear += X.rows();
+        } else if constexpr (std::is_same_v<Kind, GatedTanh> || std::is_same_v<Kind, GatedErf>) {
+          const RouteCounts c = mlp.forward(X, Y, workspace_of<Kind>(ws));
+          if (counts) {
+            counts->linear += c.linear;
+            counts->full += c.full;
+          }
+        } else {
+          mlp.forward(X, Y, workspace_of<Kind>(ws));
+          if (counts)
+            counts->full += X.rows();
+        }
+      },
+      kind_);
+}
+
+template <class T, class Backend>
+void MlpSlot<T, Backend>::forward_full(const Eigen::Ref<const Activations<T>>& X,
+                                       Eigen::Ref<Activations<T>> Y, Workspace& ws) const {
+  if (const auto* m = std::get_if<MlpTanh>(&kind_)) {
+    m->forward(X, Y, ws.tanh);
+  } else if (const auto* e = std::get_if<MlpErf>(&kind_)) {
+    e->forward(X, Y, ws.erf);
+  } else {
+    throw ArgumentError(detail::expected_found("MlpSlot::forward_full: the layer's MLP slot",
+                                               "a full MLP", "a surrogate or gated MLP"));
+  }
+}
+
+#ifdef NLB_EXTERN_MODEL_INSTANCES
+// Compiled once in tools/instances/model_instances.cpp (docs/architecture.md, "Compile time").
+extern template class MlpSlot<float>;
+extern template class MlpSlot<double>;
+#endif
 
 }  // namespace nlb
