@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
 
   // 2. Gate labels from δ (§A3). With no language-model loss here, δ is the squared output
   //    error the surrogate makes on each token.
-  const Matrix Y_lin_fit = surrogate.apply(X_fit);
+  const Matrix Y_lin_fit = surrogate.forward(X_fit);
   std::vector<double> delta(static_cast<std::size_t>(sizes.fit_tokens));
   for (Index t = 0; t < sizes.fit_tokens; ++t) {
     delta[static_cast<std::size_t>(t)] =
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
   const double dense_s = median_seconds(repeats, run_dense);
   const double gated_s = median_seconds(repeats, run_gated);
 
-  const Matrix Y_all_linear = surrogate.apply(X_eval);
+  const Matrix Y_all_linear = surrogate.forward(X_eval);
   const double norm = Y_dense.template cast<double>().norm();
   const double gated_error = (Y_gated - Y_dense).template cast<double>().norm() / norm;
   const double linear_error = (Y_all_linear - Y_dense).template cast<double>().norm() / norm;

@@ -55,11 +55,11 @@ void mlp_family() {
   nlb::RidgeSurrogate<float, d, d> surrogate, merged;
   surrogate.fit(one_pass, 0.01);
   merged.fit(first, 0.01);
-  const float gap = (surrogate.apply(X) - merged.apply(X)).cwiseAbs().maxCoeff();
+  const float gap = (surrogate.forward(X) - merged.forward(X)).cwiseAbs().maxCoeff();
   check(gap < 1e-4f, "RidgeStats::merge fits the one-pass surrogate");
 
   std::vector<double> delta(256);
-  const auto Y_lin = surrogate.apply(X);
+  const auto Y_lin = surrogate.forward(X);
   for (Index t = 0; t < 256; ++t)
     delta[static_cast<std::size_t>(t)] = (Y_lin.row(t) - Y.row(t)).squaredNorm();
   const auto labels = nlb::make_gate_labels(delta);

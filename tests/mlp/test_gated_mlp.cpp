@@ -61,7 +61,7 @@ BOOST_AUTO_TEST_CASE(infinite_thresholds_equal_each_path_exactly) {
   const auto linear_counts = all_linear.forward(X, Y);
   BOOST_TEST(linear_counts.linear == 37);
   BOOST_TEST(linear_counts.linear_fraction() == 1.0);
-  const auto Ylin = all_linear.surrogate().apply(X);
+  const auto Ylin = all_linear.surrogate().forward(X);
   BOOST_TEST((Y.array() == Ylin.array()).all());
 }
 
@@ -81,7 +81,7 @@ BOOST_AUTO_TEST_CASE(random_routing_equals_row_by_row_reference) {
     const nlb::Activations<double> row = X.row(t);
     const bool is_linear = scores(t) > gated.gate().threshold();
     linear += is_linear;
-    const auto expected = is_linear ? gated.surrogate().apply(row) : gated.mlp().forward(row);
+    const auto expected = is_linear ? gated.surrogate().forward(row) : gated.mlp().forward(row);
     err = std::max(err, scaled_error(Y.row(t), expected));
   }
   BOOST_TEST_MESSAGE("hard routing vs row-by-row: max scaled error " << err << ", " << counts.linear
@@ -114,7 +114,7 @@ BOOST_AUTO_TEST_CASE(empty_and_single_row_batches) {
     nlb::Activations<float> y(1, 8);
     const auto c = gated.forward(x, y);
     BOOST_TEST(c.linear + c.full == 1);
-    const auto expected = c.linear == 1 ? gated.surrogate().apply(x) : gated.mlp().forward(x);
+    const auto expected = c.linear == 1 ? gated.surrogate().forward(x) : gated.mlp().forward(x);
     BOOST_TEST((y.array() == expected.array()).all());
   }
 }
@@ -144,7 +144,7 @@ BOOST_AUTO_TEST_CASE(soft_mode_blends_by_gate_probability) {
   nlb::Activations<double> Y(17, 6);
   gated.forward_soft(X, Y);
   const auto full = gated.mlp().forward(X);
-  const auto lin = gated.surrogate().apply(X);
+  const auto lin = gated.surrogate().forward(X);
   const auto scores = gated.gate().score(X);
   double err = 0;
   for (Index t = 0; t < X.rows(); ++t) {

@@ -14,7 +14,7 @@ using nlb::Index;
 template <class MlpT, class Derived>
 Eigen::Matrix<long double, Eigen::Dynamic, Eigen::Dynamic> reference_mlp(
     const MlpT& mlp, const Eigen::MatrixBase<Derived>& X, bool tanh_form) {
-  const Index T = X.rows(), d = mlp.in_features(), h = mlp.hidden_features();
+  const Index T = X.rows(), d = mlp.features(), h = mlp.hidden_features();
   const long double pi = 3.141592653589793238462643383279502884L;
   Eigen::Matrix<long double, Eigen::Dynamic, Eigen::Dynamic> Y(T, d);
   std::vector<long double> hidden(static_cast<std::size_t>(h));

@@ -267,7 +267,7 @@ BOOST_AUTO_TEST_CASE(fixed_and_dynamic_sizes_agree) {
   RidgeStats<> dynamic(5, 3);
   add_in_batches(fixed, data, 0, 500, 128);
   add_in_batches(dynamic, data, 0, 500, 128);
-  BOOST_TEST(fixed.in_features() == 5);
+  BOOST_TEST(fixed.features() == 5);
   BOOST_TEST(fixed.out_features() == 3);
   BOOST_TEST(max_rel_error(fixed, dynamic) <= tol::ridge_double_rel);
   BOOST_TEST(max_rel_error(fixed, two_pass_reference(data.X, data.Y)) <= tol::ridge_merge_rel);

@@ -322,7 +322,7 @@ BOOST_AUTO_TEST_CASE(float_double_fixed_dynamic_agree) {
   f_dyn.fit(dynamic_stats);
   d_fix.fit(fixed_stats);
   f_fix.fit(fixed_stats);
-  BOOST_TEST(d_fix.in_features() == 8);
+  BOOST_TEST(d_fix.features() == 8);
   BOOST_TEST(d_fix.out_features() == 6);
 
   BOOST_TEST(rel_error(d_fix.weight(), d_dyn.weight()) <= tol::ridge_double_rel);
@@ -342,24 +342,24 @@ BOOST_AUTO_TEST_CASE(float_double_fixed_dynamic_agree) {
   const nlb::Activations<double> xd = nlb::test::gaussian(37, 8, 64);
   const nlb::Activations<float> xf = xd.cast<float>();
   const Eigen::MatrixXd ref = affine_by_loops(xd, d_dyn.weight(), d_dyn.bias());
-  BOOST_TEST(rel_error(d_dyn.apply(xd), ref) <= tol::ridge_double_rel);
-  BOOST_TEST(rel_error(d_fix.apply(xd), ref) <= tol::ridge_double_rel);
-  BOOST_TEST(rel_error(f_dyn.apply(xf), ref) <= tol::ridge_float_rel);
-  BOOST_TEST(rel_error(f_fix.apply(xf), ref) <= tol::ridge_float_rel);
+  BOOST_TEST(rel_error(d_dyn.forward(xd), ref) <= tol::ridge_double_rel);
+  BOOST_TEST(rel_error(d_fix.forward(xd), ref) <= tol::ridge_double_rel);
+  BOOST_TEST(rel_error(f_dyn.forward(xf), ref) <= tol::ridge_float_rel);
+  BOOST_TEST(rel_error(f_fix.forward(xf), ref) <= tol::ridge_float_rel);
   // float apply against its own float weights, by loops in double.
-  BOOST_TEST(rel_error(f_fix.apply(xf), affine_by_loops(xf, f_fix.weight(), f_fix.bias())) <=
+  BOOST_TEST(rel_error(f_fix.forward(xf), affine_by_loops(xf, f_fix.weight(), f_fix.bias())) <=
              tol::ridge_float_rel);
 
   // apply into blocks and through Eigen::Ref, fixed-width activations in and out.
   nlb::Activations<float, 6> out = nlb::Activations<float, 6>::Zero(40, 6);
   const nlb::Activations<float, 8> xf8 = xf;
-  f_fix.apply(xf8, out.middleRows(2, 37));
-  BOOST_TEST(rel_error(out.middleRows(2, 37), f_fix.apply(xf)) == 0.0);
+  f_fix.forward(xf8, out.middleRows(2, 37));
+  BOOST_TEST(rel_error(out.middleRows(2, 37), f_fix.forward(xf)) == 0.0);
   BOOST_TEST(out.topRows(2).cwiseAbs().maxCoeff() == 0.0f);  // rows outside the block untouched
   Eigen::Ref<nlb::Activations<float>> out_ref = out;
   const Eigen::Ref<const nlb::Activations<float>> in_ref = xf.topRows(20);
-  f_dyn.apply(in_ref, out_ref.topRows(20));
-  BOOST_TEST(rel_error(out.topRows(20), f_dyn.apply(xf.topRows(20))) == 0.0);
+  f_dyn.forward(in_ref, out_ref.topRows(20));
+  BOOST_TEST(rel_error(out.topRows(20), f_dyn.forward(xf.topRows(20))) == 0.0);
 }
 
 // One output (d_out = 1: column-vector activations, 1 x 1 bias), fixed and Dynamic.
@@ -379,7 +379,7 @@ BOOST_AUTO_TEST_CASE(single_output) {
   BOOST_TEST(rel_error(fixed.weight(), svd.weight) <= tol::ridge_fit_vs_svd_rel);
   BOOST_TEST(rel_error(dynamic.weight(), svd.weight) <= tol::ridge_fit_vs_svd_rel);
   const nlb::Activations<double, 4> x = X.topRows(9);
-  const nlb::Activations<double, 1> y = fixed.apply(x);
+  const nlb::Activations<double, 1> y = fixed.forward(x);
   BOOST_TEST(rel_error(y, affine_by_loops(x, svd.weight, svd.bias)) <= tol::ridge_fit_vs_svd_rel);
 }
 
@@ -390,20 +390,20 @@ BOOST_AUTO_TEST_CASE(constructed_and_default) {
   const nlb::RowVector<double> b = nlb::test::gaussian(1, 3, 72);
   const RidgeSurrogate<double> surrogate(w, b);
   const nlb::Activations<double> x = nlb::test::gaussian(11, 5, 73);
-  BOOST_TEST(rel_error(surrogate.apply(x), affine_by_loops(x, w, b)) <= tol::ridge_double_rel);
+  BOOST_TEST(rel_error(surrogate.forward(x), affine_by_loops(x, w, b)) <= tol::ridge_double_rel);
   BOOST_TEST(std::isnan(surrogate.r2()));
 
   const RidgeSurrogate<float> empty;
-  BOOST_TEST(empty.in_features() == 0);
+  BOOST_TEST(empty.features() == 0);
   BOOST_TEST(empty.out_features() == 0);
   const RidgeSurrogate<float, 8, 6> zero;
-  BOOST_TEST(zero.in_features() == 8);
+  BOOST_TEST(zero.features() == 8);
   BOOST_TEST(zero.weight().cwiseAbs().maxCoeff() == 0.0f);
   BOOST_TEST(std::isnan(zero.r2()));
 
   // GPT-2 Medium's width as compile-time sizes: the weight keeps heap storage (RowMatrix).
   const RidgeSurrogate<float, 1024, 1024> large;
-  BOOST_TEST(large.in_features() == 1024);
+  BOOST_TEST(large.features() == 1024);
   BOOST_TEST(large.out_features() == 1024);
   const RidgeStats<1024, 1024> large_stats;
   BOOST_TEST(large_stats.cxx().rows() == 1024);
@@ -421,22 +421,22 @@ BOOST_AUTO_TEST_CASE(bad_input) {
   // apply: width and row mismatches, Dynamic and fixed, nothing written on a throw.
   const nlb::Activations<float> x7 = nlb::Activations<float>::Ones(4, 7);
   nlb::Activations<float> y = nlb::Activations<float>::Constant(4, 6, 9.0f);
-  BOOST_CHECK_THROW(surrogate.apply(x7, y), nlb::ShapeError);
-  std::string msg = nlb::test::error_message<nlb::Error>([&] { surrogate.apply(x7, y); });
+  BOOST_CHECK_THROW(surrogate.forward(x7, y), nlb::ShapeError);
+  std::string msg = nlb::test::error_message<nlb::Error>([&] { surrogate.forward(x7, y); });
   BOOST_TEST(contains(msg, "expected 8, found 7"), msg);
   BOOST_TEST(y.minCoeff() == 9.0f);
-  BOOST_CHECK_THROW(surrogate.apply(x7), nlb::ShapeError);
+  BOOST_CHECK_THROW(surrogate.forward(x7), nlb::ShapeError);
   nlb::Activations<float> y_rows(3, 6);
   msg = nlb::test::error_message<nlb::Error>(
-      [&] { surrogate.apply(nlb::Activations<float>::Ones(4, 8), y_rows); });
+      [&] { surrogate.forward(nlb::Activations<float>::Ones(4, 8), y_rows); });
   BOOST_TEST(contains(msg, "expected 4, found 3"), msg);
   nlb::Activations<float> y_cols(4, 5);
   msg = nlb::test::error_message<nlb::Error>(
-      [&] { surrogate.apply(nlb::Activations<float>::Ones(4, 8), y_cols); });
+      [&] { surrogate.forward(nlb::Activations<float>::Ones(4, 8), y_cols); });
   BOOST_TEST(contains(msg, "expected 6, found 5"), msg);
   RidgeSurrogate<float, 8, 6> fixed;
   msg = nlb::test::error_message<nlb::Error>(
-      [&] { fixed.apply(x7); });  // Dynamic-width data into a fixed surrogate
+      [&] { fixed.forward(x7); });  // Dynamic-width data into a fixed surrogate
   BOOST_TEST(contains(msg, "expected 8, found 7"), msg);
 
   // Constructor: shapes against each other and against compile-time sizes.

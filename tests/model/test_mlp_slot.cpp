@@ -25,22 +25,22 @@ BOOST_AUTO_TEST_CASE(slot_dispatches_and_counts_rows) {
 
   const Slot full(random_mlp());
   BOOST_TEST(full.is_full());
-  full.forward(X, Y, &counts);
+  counts += full.forward(X, Y);
   BOOST_TEST((Y.array() == random_mlp().forward(X).array()).all());
   BOOST_TEST(counts.full == 10);
 
   const Slot linear(random_surrogate());
   BOOST_TEST(!linear.is_full());
-  linear.forward(X, Y, &counts);
-  BOOST_TEST((Y.array() == random_surrogate().apply(X).array()).all());
+  counts += linear.forward(X, Y);
+  BOOST_TEST((Y.array() == random_surrogate().forward(X).array()).all());
   BOOST_TEST(counts.linear == 10);
 
   // A gate that sends every row linear: the gated slot equals the surrogate and counts them.
   const Slot gated(Slot::GatedErf(
       random_mlp(), random_surrogate(),
       Slot::Gate(nlb::ColVector<double>::Zero(6), 0.0, -std::numeric_limits<double>::infinity())));
-  gated.forward(X, Y, &counts);
-  BOOST_TEST((Y.array() == random_surrogate().apply(X).array()).all());
+  counts += gated.forward(X, Y);
+  BOOST_TEST((Y.array() == random_surrogate().forward(X).array()).all());
   BOOST_TEST(counts.linear == 20);
-  BOOST_TEST(gated.in_features() == 6);
+  BOOST_TEST(gated.features() == 6);
 }

@@ -73,11 +73,11 @@ class GatedMLP {
   /// Composes the three parts; throws ShapeError if their run-time widths differ.
   GatedMLP(MlpT mlp, SurrogateT surrogate, GateT gate)
       : mlp_(std::move(mlp)), surrogate_(std::move(surrogate)), gate_(std::move(gate)) {
-    check_dim("GatedMLP: surrogate input width (MLP d)", mlp_.in_features(),
-              surrogate_.in_features());
-    check_dim("GatedMLP: surrogate output width (MLP d)", mlp_.in_features(),
+    check_dim("GatedMLP: surrogate input width (MLP d)", mlp_.features(),
+              surrogate_.features());
+    check_dim("GatedMLP: surrogate output width (MLP d)", mlp_.features(),
               surrogate_.out_features());
-    check_dim("GatedMLP: gate width (MLP d)", mlp_.in_features(), gate_.features());
+    check_dim("GatedMLP: gate width (MLP d)", mlp_.features(), gate_.features());
   }
 
   /// Hard routing. X [T, d] -> Y [T, d] (Y must not alias X). Returns the rows per path.
@@ -94,7 +94,7 @@ class GatedMLP {
                              static_cast<Index>(ws.full_rows.size())};
     if (counts.full == 0) {
       if (rows > 0)
-        surrogate_.apply(X, Y);
+        surrogate_.forward(X, Y);
       return counts;
     }
     if (counts.linear == 0) {
@@ -102,7 +102,7 @@ class GatedMLP {
       return counts;
     }
     run_group(X, Y, ws.linear_rows, ws,
-              [&](const auto& in, auto& out) { surrogate_.apply(in, out); });
+              [&](const auto& in, auto& out) { surrogate_.forward(in, out); });
     run_group(X, Y, ws.full_rows, ws,
               [&](const auto& in, auto& out) { mlp_.forward(in, out, ws.mlp); });
     return counts;
@@ -124,7 +124,7 @@ class GatedMLP {
     ColVector<Scalar> scores(X.rows());
     gate_.score(X, scores);
     Output linear(X.rows(), features());
-    surrogate_.apply(X, linear);
+    surrogate_.forward(X, linear);
     mlp_.forward(X, Y);
     for (Index t = 0; t < X.rows(); ++t) {
       const Scalar margin = scores(t) - gate_.threshold();
@@ -133,7 +133,7 @@ class GatedMLP {
     }
   }
 
-  Index features() const { return mlp_.in_features(); }
+  Index features() const { return mlp_.features(); }
   const MlpT& mlp() const { return mlp_; }
   const SurrogateT& surrogate() const { return surrogate_; }
   const GateT& gate() const { return gate_; }

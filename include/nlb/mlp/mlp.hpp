@@ -6,6 +6,7 @@
 #include "nlb/core.hpp"
 #include "nlb/core/gemm_scratch.hpp"
 #include "nlb/mlp/activation.hpp"
+#include "nlb/mlp/route_counts.hpp"
 
 namespace nlb {
 
@@ -71,11 +72,12 @@ class Mlp {
 
   /// Y = MLP(X) using `ws` for the hidden block and the products' packing buffers. X [T, d],
   /// Y [T, d]; Y must not alias X. With a reused `ws` a batch no larger than an earlier one
-  /// allocates nothing.
-  void forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y, Workspace& ws) const {
-    check_dim("Mlp::forward: input width (d)", in_features(), X.cols());
+  /// allocates nothing. Returns the rows that took the full path (all of them).
+  RouteCounts forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y,
+                      Workspace& ws) const {
+    check_dim("Mlp::forward: input width (d)", features(), X.cols());
     check_dim("Mlp::forward: output rows (T)", X.rows(), Y.rows());
-    check_dim("Mlp::forward: output width (d)", in_features(), Y.cols());
+    check_dim("Mlp::forward: output width (d)", features(), Y.cols());
     // The buffer only grows: batches of varying size (a GatedMLP's groups) must not free and
     // reallocate megabytes per call, which costs page faults on every first touch.
     if (ws.hidden.rows() < X.rows() || ws.hidden.cols() != hidden_features()) {
@@ -88,22 +90,23 @@ class Mlp {
     Act::apply(Backend{}, hidden.data(), hidden.size());
     gemm(Y, hidden, w_proj_, ws.gemm);  // [T, d]
     Y.rowwise() += b_proj_;
+    return {0, X.rows()};
   }
 
   /// Y = MLP(X) with a temporary workspace.
-  void forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y) const {
+  RouteCounts forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y) const {
     Workspace ws;
-    forward(X, Y, ws);
+    return forward(X, Y, ws);
   }
 
   /// Returns MLP(X) as a new [T, d] matrix.
   Output forward(const Eigen::Ref<const AnyInput>& X) const {
-    Output Y(X.rows(), in_features());
+    Output Y(X.rows(), features());
     forward(X, Y);
     return Y;
   }
 
-  Index in_features() const { return w_fc_.rows(); }
+  Index features() const { return w_fc_.rows(); }
   Index hidden_features() const { return w_fc_.cols(); }
   const RowMatrix<T, D, H>& w_fc() const { return w_fc_; }      // [d, h]
   const RowVector<T, H>& b_fc() const { return b_fc_; }         // [h]

@@ -61,7 +61,7 @@ class RidgeStats {
     static_assert(std::is_floating_point_v<typename XDerived::Scalar> &&
                       std::is_floating_point_v<typename YDerived::Scalar>,
                   "RidgeStats::add: X and Y must hold float or double");
-    check_dim("RidgeStats::add: X columns (d_in)", in_features(), X.cols());
+    check_dim("RidgeStats::add: X columns (d_in)", features(), X.cols());
     check_dim("RidgeStats::add: Y columns (d_out)", out_features(), Y.cols());
     check_dim("RidgeStats::add: Y rows (rows of X)", X.rows(), Y.rows());
     // allFinite() is the fast vectorized test; check_finite locates the entry for the message.
@@ -107,8 +107,8 @@ class RidgeStats {
   /// Merging empty statistics changes nothing. Throws ShapeError if the widths differ.
   /// Cost: O(d_in² + d_in d_out).
   void merge(const RidgeStats& other) {
-    check_dim("RidgeStats::merge: d_in of the merged statistics", in_features(),
-              other.in_features());
+    check_dim("RidgeStats::merge: d_in of the merged statistics", features(),
+              other.features());
     check_dim("RidgeStats::merge: d_out of the merged statistics", out_features(),
               other.out_features());
     if (other.n_ == 0)
@@ -132,7 +132,7 @@ class RidgeStats {
 
   /// Rows accumulated so far (n).
   Index count() const { return n_; }
-  Index in_features() const { return cxx_.rows(); }
+  Index features() const { return cxx_.rows(); }
   Index out_features() const { return cxy_.cols(); }
   const MeanX& mean_x() const { return mean_x_; }  // x̄ [d_in]
   const MeanY& mean_y() const { return mean_y_; }  // ȳ [d_out]

@@ -12,6 +12,7 @@
 #include "nlb/core.hpp"
 #include "nlb/mlp/detail/ridge_linalg.hpp"
 #include "nlb/mlp/ridge_stats.hpp"
+#include "nlb/mlp/route_counts.hpp"
 
 namespace nlb {
 
@@ -134,7 +135,7 @@ inline constexpr bool sizes_compatible = (A == Dynamic || B == Dynamic || A == B
 /// (PAPERS.md §A1), stored in T and fitted in double by ridge regression.
 ///
 /// T: float or double. DIn, DOut: compile-time sizes or Dynamic; fixed sizes are checked
-/// against run-time data. Backend: a CPU backend tag; apply() is one Eigen GEMM, O(T d_in d_out).
+/// against run-time data. Backend: a CPU backend tag; forward() is one Eigen GEMM, O(T d_in d_out).
 template <class T, int DIn = Dynamic, int DOut = Dynamic, class Backend = backend::cpu>
 class RidgeSurrogate {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
@@ -151,6 +152,8 @@ class RidgeSurrogate {
   static constexpr int out_size = DOut;
   using Input = Activations<T, DIn>;    // [T, d_in]
   using Output = Activations<T, DOut>;  // [T, d_out]
+  /// Scratch for forward(): the product's packing buffers (core/gemm_scratch.hpp).
+  using Workspace = GemmScratch<T>;
   using Weight = RowMatrix<T, DIn, DOut>;
   using Bias = RowVector<T, DOut>;
 
@@ -192,7 +195,7 @@ class RidgeSurrogate {
     ridge::detail::check_lambda("RidgeSurrogate::fit", lambda);
     if constexpr (DIn != Dynamic) {
       check_dim("RidgeSurrogate::fit: statistics d_in (compile-time d_in)", DIn,
-                stats.in_features());
+                stats.features());
     }
     if constexpr (DOut != Dynamic) {
       check_dim("RidgeSurrogate::fit: statistics d_out (compile-time d_out)", DOut,
@@ -227,45 +230,48 @@ class RidgeSurrogate {
   /// compile-time width to data of another width is undefined in release builds (Eigen
   /// only asserts), so the widths are checked here on the caller's own expression first.
   template <class XDerived, class YDerived>
-  void apply(const Eigen::MatrixBase<XDerived>& X, const Eigen::MatrixBase<YDerived>& Y) const {
+  RouteCounts forward(const Eigen::MatrixBase<XDerived>& X,
+                      const Eigen::MatrixBase<YDerived>& Y) const {
     static_assert(std::is_same_v<typename XDerived::Scalar, T> &&
                       std::is_same_v<typename YDerived::Scalar, T>,
-                  "RidgeSurrogate::apply: X and Y must have the surrogate's scalar type");
-    check_dim("RidgeSurrogate::apply: input width (d_in)", in_features(), X.cols());
-    check_dim("RidgeSurrogate::apply: output rows (T)", X.rows(), Y.rows());
-    check_dim("RidgeSurrogate::apply: output width (d_out)", out_features(), Y.cols());
+                  "RidgeSurrogate::forward: X and Y must have the surrogate's scalar type");
+    check_dim("RidgeSurrogate::forward: input width (d_in)", features(), X.cols());
+    check_dim("RidgeSurrogate::forward: output rows (T)", X.rows(), Y.rows());
+    check_dim("RidgeSurrogate::forward: output width (d_out)", out_features(), Y.cols());
     // Eigen's idiom for writable expression arguments (temporaries such as blocks bind to
     // const&): the constness is shed here, on the caller's own expression.
     auto& out = const_cast<Eigen::MatrixBase<YDerived>&>(Y);
     out.noalias() = X * weight_;  // [T, d_out]
     out.rowwise() += bias_;
+    return {X.rows(), 0};  // every row took the linear path
   }
 
   /// Y = X W + b as above, with the product's packing buffers in `scratch` (core/gemm_scratch.hpp):
   /// the same arithmetic, and no allocation once `scratch` has seen a product this large.
   template <class XDerived, class YDerived>
-  void apply(const Eigen::MatrixBase<XDerived>& X, const Eigen::MatrixBase<YDerived>& Y,
-             GemmScratch<T>& scratch) const {
+  RouteCounts forward(const Eigen::MatrixBase<XDerived>& X, const Eigen::MatrixBase<YDerived>& Y,
+                      Workspace& scratch) const {
     static_assert(std::is_same_v<typename XDerived::Scalar, T> &&
                       std::is_same_v<typename YDerived::Scalar, T>,
-                  "RidgeSurrogate::apply: X and Y must have the surrogate's scalar type");
-    check_dim("RidgeSurrogate::apply: input width (d_in)", in_features(), X.cols());
-    check_dim("RidgeSurrogate::apply: output rows (T)", X.rows(), Y.rows());
-    check_dim("RidgeSurrogate::apply: output width (d_out)", out_features(), Y.cols());
-    auto& out = const_cast<Eigen::MatrixBase<YDerived>&>(Y);  // as in apply(X, Y)
+                  "RidgeSurrogate::forward: X and Y must have the surrogate's scalar type");
+    check_dim("RidgeSurrogate::forward: input width (d_in)", features(), X.cols());
+    check_dim("RidgeSurrogate::forward: output rows (T)", X.rows(), Y.rows());
+    check_dim("RidgeSurrogate::forward: output width (d_out)", out_features(), Y.cols());
+    auto& out = const_cast<Eigen::MatrixBase<YDerived>&>(Y);  // as in forward(X, Y)
     gemm(out.derived(), X.derived(), weight_, scratch);       // [T, d_out]
     out.rowwise() += bias_;
+    return {X.rows(), 0};
   }
 
   /// Returns X W + b as a new [T, d_out] matrix. X [T, d_in] of scalar T.
   template <class XDerived>
-  Output apply(const Eigen::MatrixBase<XDerived>& X) const {
+  Output forward(const Eigen::MatrixBase<XDerived>& X) const {
     Output Y(X.rows(), out_features());
-    apply(X, Y);
+    forward(X, Y);
     return Y;
   }
 
-  Index in_features() const { return weight_.rows(); }
+  Index features() const { return weight_.rows(); }
   Index out_features() const { return weight_.cols(); }
   const Weight& weight() const { return weight_; }  // W [d_in, d_out]
   const Bias& bias() const { return bias_; }        // b [d_out]

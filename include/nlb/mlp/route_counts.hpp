@@ -14,6 +14,12 @@ struct RouteCounts {
     const Index total = linear + full;
     return total == 0 ? 0.0 : static_cast<double>(linear) / static_cast<double>(total);
   }
+  /// Adds another pass's rows (a model sums its layers', an eval its windows').
+  RouteCounts& operator+=(const RouteCounts& other) {
+    linear += other.linear;
+    full += other.full;
+    return *this;
+  }
 };
 
 }  // namespace nlb

@@ -13,22 +13,6 @@
 
 namespace nlb {
 
-namespace detail {
-// An MLP kind's workspace, or an empty one for kinds without (RidgeSurrogate).
-struct NoMlpWorkspace {};
-template <class MlpT>
-struct mlp_workspace {
-  using type = NoMlpWorkspace;
-};
-template <class MlpT>
-requires requires {
-  typename MlpT::Workspace;
-}
-struct mlp_workspace<MlpT> {
-  using type = typename MlpT::Workspace;
-};
-}  // namespace detail
-
 /// LayerNorm parameters: gamma, beta [d].
 template <class T, int D = Dynamic>
 struct LayerNormWeights {
@@ -41,8 +25,9 @@ struct LayerNormWeights {
 ///   parallel:   x ← x + attn(ln1 x) + mlp(ln2 x)
 /// Without a pre-attention norm (attn_layer_norm false: S–D models trained without ln_1,
 /// PAPERS §B2) attention reads x itself, attn(x), and ln1 is unused (may be empty).
-/// AttnT: DenseAttention-like (forward(X, Y, ws, cache)); MlpT: anything with
-/// forward(X, Y) — Mlp, GatedMLP (hard routing) or MlpSlot — or a RidgeSurrogate (apply).
+/// AttnT: any attention kind (forward(X, Y, Workspace&, cache)); MlpT: any MLP kind — Mlp,
+/// RidgeSurrogate, GatedMLP (hard routing) or MlpSlot — all with forward(X, Y, Workspace&)
+/// returning the rows per path (RouteCounts).
 template <class T, int D, class AttnT, class MlpT, class Backend = backend::cpu>
 class Block {
   static_assert(std::is_same_v<typename AttnT::Scalar, T> && std::is_same_v<typename MlpT::Scalar, T>,
@@ -65,8 +50,7 @@ class Block {
   struct Workspace {
     Stream normed, attn_out, mlp_in, mlp_out;  // [T, d]
     typename AttnT::Workspace attn;
-    typename detail::mlp_workspace<MlpT>::type mlp;
-    GemmScratch<T> surrogate;  // a RidgeSurrogate kind's product
+    typename MlpT::Workspace mlp;
   };
 
   Block(LayerNormWeights<T, D> ln1, AttnT attn, LayerNormWeights<T, D> ln2, MlpT mlp,
@@ -85,7 +69,7 @@ class Block {
     }
     check_dim("Block: ln_2 size (d)", d, ln2_.gamma.size());
     check_dim("Block: ln_2 bias size (d)", d, ln2_.beta.size());
-    check_dim("Block: MLP width (d)", d, mlp_.in_features());
+    check_dim("Block: MLP width (d)", d, mlp_.features());
   }
 
   /// Advances the residual stream x [T, d] through this block in place.
@@ -133,24 +117,11 @@ class Block {
   bool attn_layer_norm() const { return attn_norm_; }
 
  private:
+  // Every MLP kind has the same forward(X, Y, Workspace&) returning its RouteCounts.
   void run_mlp(const Stream& in, Stream& out, Workspace& ws, RouteCounts* counts) const {
-    if constexpr (requires { mlp_.forward(in, out, ws.mlp, counts); }) {
-      mlp_.forward(in, out, ws.mlp, counts);  // MlpSlot
-    } else if constexpr (requires { mlp_.apply(in, out, ws.surrogate); }) {
-      mlp_.apply(in, out, ws.surrogate);  // RidgeSurrogate
-      if (counts)
-        counts->linear += in.rows();
-    } else if constexpr (requires { RouteCounts(mlp_.forward(in, out, ws.mlp)); }) {
-      const RouteCounts c = mlp_.forward(in, out, ws.mlp);  // GatedMLP
-      if (counts) {
-        counts->linear += c.linear;
-        counts->full += c.full;
-      }
-    } else {
-      mlp_.forward(in, out, ws.mlp);  // Mlp
-      if (counts)
-        counts->full += in.rows();
-    }
+    const RouteCounts c = mlp_.forward(in, out, ws.mlp);
+    if (counts)
+      *counts += c;
   }
 
   LayerNormWeights<T, D> ln1_;

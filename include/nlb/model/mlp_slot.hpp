@@ -44,16 +44,17 @@ class MlpSlot {
   requires std::is_constructible_v<Variant, Kind&&> MlpSlot(Kind&& kind)
       : kind_(std::forward<Kind>(kind)) {}  // NOLINT: implicit by design
 
-  /// Y = this layer's MLP(X). X, Y [T, d]. Rows routed by a gate are added to `counts`.
+  /// Y = this layer's MLP(X). X, Y [T, d]. Returns the rows per path (all full for an MLP, all
+  /// linear for a surrogate, the gate's split for a gated MLP): the contract of every MLP kind.
   /// Defined below the class (not inline), so that nlb_model_instances can compile it once.
-  void forward(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
-               Workspace& ws, RouteCounts* counts = nullptr) const;
+  RouteCounts forward(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
+                      Workspace& ws) const;
 
   /// forward() with a temporary workspace.
-  void forward(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
-               RouteCounts* counts = nullptr) const {
+  RouteCounts forward(const Eigen::Ref<const Activations<T>>& X,
+                      Eigen::Ref<Activations<T>> Y) const {
     Workspace ws;
-    forward(X, Y, ws, counts);
+    return forward(X, Y, ws);
   }
 
   /// Y = the held full MLP(X) (either activation), for a gated override that routes rows to the
@@ -61,18 +62,10 @@ class MlpSlot {
   void forward_full(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
                     Workspace& ws) const;
 
-  Index in_features() const {
-    return std::visit(
-        [](const auto& mlp) {
-          if constexpr (requires { mlp.in_features(); }) {
-            return mlp.in_features();
-          } else {
-            return mlp.features();
-          }
-        },
-        kind_);
+  /// Width d (input and output).
+  Index features() const {
+    return std::visit([](const auto& mlp) { return mlp.features(); }, kind_);
   }
-  Index out_features() const { return in_features(); }
 
   const Variant& kind() const { return kind_; }
   Variant& kind() { return kind_; }
@@ -100,26 +93,15 @@ class MlpSlot {
 };
 
 template <class T, class Backend>
-void MlpSlot<T, Backend>::forward(const Eigen::Ref<const Activations<T>>& X,
-                                  Eigen::Ref<Activations<T>> Y, Workspace& ws,
-                                  RouteCounts* counts) const {
-  std::visit(
-      [&](const auto& mlp) {
+RouteCounts MlpSlot<T, Backend>::forward(const Eigen::Ref<const Activations<T>>& X,
+                                         Eigen::Ref<Activations<T>> Y, Workspace& ws) const {
+  return std::visit(
+      [&](const auto& mlp) -> RouteCounts {
         using Kind = std::decay_t<decltype(mlp)>;
         if constexpr (std::is_same_v<Kind, Surrogate>) {
-          mlp.apply(X, Y, ws.surrogate);
-          if (counts)
-            counts->linear += X.rows();
-        } else if constexpr (std::is_same_v<Kind, GatedTanh> || std::is_same_v<Kind, GatedErf>) {
-          const RouteCounts c = mlp.forward(X, Y, workspace_of<Kind>(ws));
-          if (counts) {
-            counts->linear += c.linear;
-            counts->full += c.full;
-          }
+          return mlp.forward(X, Y, ws.surrogate);
         } else {
-          mlp.forward(X, Y, workspace_of<Kind>(ws));
-          if (counts)
-            counts->full += X.rows();
+          return mlp.forward(X, Y, workspace_of<Kind>(ws));
         }
       },
       kind_);
