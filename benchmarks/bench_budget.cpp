@@ -76,16 +76,20 @@ void BM_Forward(benchmark::State& state) {
   if (which >= 0) {
     auto v = nlb::joint_variant(model, s.fit.surrogates, s.label.plain_gates(),
                                 s.states[static_cast<std::size_t>(which)]);
-    for (auto& [layer, slot] : v.replace)
-      model.layers()[static_cast<std::size_t>(layer)].mlp() = std::move(slot);
+    // A gated copy of the model as a fixed configuration (what a deployed gated model runs).
+    for (const auto& r : v.replace) {
+      auto& mlp = model.layers()[static_cast<std::size_t>(r.layer)].mlp();
+      mlp = nlb::gated_slot(mlp, *r.surrogate, *r.gate);
+    }
   }
+  Model::Workspace ws;
   nlb::RowMatrix<float> logits;
   nlb::RouteCounts counts;
   for (auto _ : state) {
     for (nlb::Index w = 0; w < windows; ++w) {
       model.forward(std::span<const std::int32_t>(s.eval).subspan(
                         static_cast<std::size_t>(w * context), static_cast<std::size_t>(context)),
-                    logits, nlb::NoTaps{}, nullptr, &counts);
+                    logits, ws, nlb::NoTaps{}, nullptr, &counts);
     }
     benchmark::DoNotOptimize(logits.data());
   }

@@ -1,4 +1,5 @@
-// The MLP budget pipeline (analysis/budget.hpp): the staged forward against Transformer::forward,
+// The MLP budget pipeline (analysis/budget.hpp): the staged forward (Transformer::embed,
+// run_layers, head) against Transformer::forward,
 // split discipline (eval data never reaches the fit and label stages), the joint calibration
 // meeting its budget on the label set (re-measured by plain forward passes), bootstrap, no-fly
 // lists, and the errors for short inputs and missing taps.
@@ -64,14 +65,64 @@ BOOST_AUTO_TEST_CASE(staged_forward_equals_transformer_forward) {
   const auto tokens = first(text("kjv-eval.txt"), 128);
   nlb::RowMatrix<float> expected, got;
   model.forward(tokens, expected);
-  nlb::StagedForward<float> staged(model);
+  Model::Workspace ws;
   Model::Stream x;
-  staged.embed(tokens, x);
-  staged.layers(x, 0, 2);
-  staged.layers(x, 2, model.layer_count());
-  staged.head(x, got);
+  model.embed(tokens, x);
+  model.run_layers(x, 0, 2, ws);
+  model.run_layers(x, 2, model.layer_count(), ws);
+  model.head(x, got, ws);
   BOOST_REQUIRE_EQUAL(got.rows(), expected.rows());
   BOOST_CHECK(got == expected);  // the same operations: bit for bit
+}
+
+BOOST_AUTO_TEST_CASE(overrides_equal_a_changed_copy_bit_for_bit) {
+  // A layer override (surrogate, gated with the layer's own MLP, another attention) against an
+  // independent reference: a copy of the model with that slot replaced, through plain forward.
+  const Model model = tiny_gpt2();
+  const auto tokens = first(text("kjv-eval.txt"), 128);
+  const auto fit = nlb::fit_surrogates(model, text("kjv-fit.txt"), small_protocol());
+  nlb::ColVector<float> w = nlb::ColVector<float>::Zero(model.config().d_model);
+  w(3) = 1;  // route by one feature's sign: some rows each way
+  const nlb::HyperplaneGate<float> gate(w, 0.0f, 0.0f);
+  const auto& dense = model.layers()[0].attention().get<nlb::AttentionSlot<float>::Dense>();
+  const nlb::AttentionSlot<float> linear_attention(nlb::LinearAttention<float>(
+      dense.weights(), dense.heads(), dense.rotary_dims(), dense.rotary_base()));
+  std::vector<Model::Override> overrides(static_cast<std::size_t>(model.layer_count()));
+  overrides[0].attention = &linear_attention;
+  overrides[1].mlp = nlb::MlpOverride<float>::linear(fit.surrogates[1]);
+  overrides[2].mlp = nlb::MlpOverride<float>::gated(fit.surrogates[2], gate);
+  Model changed = model;
+  auto& b0 = changed.layers()[0];
+  b0 = nlb::DynamicBlock<float>(b0.ln1(), linear_attention, b0.ln2(), b0.mlp(),
+                                b0.parallel_residual(), b0.layer_norm_eps(), b0.attn_layer_norm());
+  changed.layers()[1].mlp() = nlb::linear_slot(fit.surrogates[1]);
+  changed.layers()[2].mlp() = nlb::gated_slot(model.layers()[2].mlp(), fit.surrogates[2], gate);
+  nlb::RowMatrix<float> expected, got;
+  nlb::RouteCounts expected_counts;
+  changed.forward(tokens, expected, nlb::NoTaps{}, nullptr, &expected_counts);
+  Model::Workspace ws;
+  Model::Stream x;
+  std::vector<nlb::RouteCounts> counts(static_cast<std::size_t>(model.layer_count()));
+  model.embed(tokens, x);
+  model.run_layers(x, 0, model.layer_count(), ws, overrides, nullptr, nlb::NoTaps{}, counts);
+  model.head(x, got, ws);
+  BOOST_CHECK(got == expected);
+  BOOST_CHECK_GT(counts[2].linear, 0);
+  BOOST_CHECK_GT(counts[2].full, 0);
+  nlb::RouteCounts total;
+  for (const auto& c : counts) {
+    total.linear += c.linear;
+    total.full += c.full;
+  }
+  BOOST_CHECK_EQUAL(total.linear, expected_counts.linear);
+  BOOST_CHECK_EQUAL(total.full, expected_counts.full);
+  // A gated override needs the layer's own full MLP: a surrogate slot has none.
+  std::vector<Model::Override> bad(static_cast<std::size_t>(model.layer_count()));
+  bad[1].mlp = nlb::MlpOverride<float>::gated(fit.surrogates[1], gate);
+  model.embed(tokens, x);
+  BOOST_CHECK_THROW(changed.run_layers(x, 0, model.layer_count(), ws, bad), nlb::ArgumentError);
+  BOOST_CHECK_THROW(model.run_layers(x, 0, 2, ws, std::span(bad).first(2)), nlb::ShapeError);
+  BOOST_CHECK_THROW(model.run_layers(x, 2, 1, ws), nlb::ArgumentError);
 }
 
 BOOST_AUTO_TEST_CASE(variants_reuse_the_prefix_and_restore_the_model) {
@@ -83,7 +134,7 @@ BOOST_AUTO_TEST_CASE(variants_reuse_the_prefix_and_restore_the_model) {
   // Variant: layer 2 linear. Reference: a copy of the model with that slot replaced, run
   // through plain Transformer::forward (no prefix reuse).
   std::vector<nlb::MlpVariant<float>> variants(1);
-  variants[0].replace.emplace_back(2, nlb::linear_slot(fit.surrogates[2]));
+  variants[0].add_linear(2, fit.surrogates[2]);
   const auto r = nlb::measure_variants(model, tokens, 4, 128, variants, true);
   Model changed = model;
   changed.layers()[2].mlp() = nlb::MlpSlot<float>(fit.surrogates[2]);

@@ -2,9 +2,10 @@
 // warm-up, decoding a token and evaluating a window allocate nothing, on the shipped models.
 //
 // Covered: the three shipped models (tiny-gpt2: dense attention; tiny-neox: rotary, parallel
-// residual; tiny-sd: S–D attention) through Transformer::forward with a workspace. Not covered:
-// linear and factored attention (no shipped model uses them), the convenience overloads (a fresh
-// workspace per call), taps, and the sampler's top-k path.
+// residual; tiny-sd: S–D attention), Transformer::forward with a workspace, and an analysis
+// pass (run_layers with a gated MlpOverride on every layer). Not covered: linear and factored
+// attention (no shipped model uses them), the convenience overloads (a fresh workspace per
+// call), taps, and the sampler's top-k path.
 //
 // What is counted: this executable replaces the C allocator (malloc, calloc, realloc,
 // posix_memalign, aligned_alloc, memalign: glibc's documented replacement, forwarding to
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <new>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -251,6 +253,48 @@ void check_eval_window(const std::string& name) {
   BOOST_CHECK(logits == expected);  // a reused workspace changes no number
 }
 
+// One eval window through embed / run_layers / head with every layer gated (a random surrogate
+// and gate, about half the rows linear), after a warm-up on the same window: the analysis path.
+void check_gated_window(const std::string& name) {
+  using Model = nlb::Transformer<float>;
+  const auto model = nlb::load_model<float>(source_dir / "models" / name);
+  const Index d = model.config().d_model, layers = model.layer_count();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto random = [&](Index r, Index c, float scale) {
+    nlb::RowMatrix<float> m(r, c);
+    for (Index i = 0; i < m.size(); ++i)
+      m.data()[i] = scale * normal(rng);
+    return m;
+  };
+  const nlb::MlpOverride<float>::Surrogate::Weight w = random(d, d, 0.05f);
+  const nlb::MlpOverride<float>::Surrogate::Bias b = random(1, d, 0.0f);
+  const nlb::MlpOverride<float>::Surrogate surrogate(w, b);
+  const nlb::ColVector<float> gate_w = random(d, 1, 1.0f);
+  const nlb::HyperplaneGate<float> gate(gate_w, 0.0f, 0.0f);
+  const std::vector<Model::Override> overrides(
+      static_cast<std::size_t>(layers),
+      Model::Override{nullptr, nlb::MlpOverride<float>::gated(surrogate, gate)});
+  const auto text = eval_text();
+  const std::span<const std::int32_t> window(text.data(), 128);
+  Model::Workspace ws;
+  nlb::RowMatrix<float> logits;
+  std::vector<nlb::RouteCounts> counts(static_cast<std::size_t>(layers));
+  auto run = [&] {
+    model.embed(window, ws.x);
+    model.run_layers(ws.x, 0, layers, ws, overrides, nullptr, nlb::NoTaps{}, std::span(counts));
+    model.head(ws.x, logits, ws);
+  };
+  run();
+  const Allocations a = counted(run);
+  report((name + ": one gated eval window (run_layers with overrides)").c_str(), a);
+  BOOST_CHECK_EQUAL(a.total(), 0);
+  for (const auto& c : counts) {  // both paths ran, so both were exercised
+    BOOST_CHECK_GT(c.linear, 0);
+    BOOST_CHECK_GT(c.full, 0);
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(the_counters_see_eigen_and_std_allocations) {
@@ -289,4 +333,9 @@ BOOST_AUTO_TEST_CASE(an_eval_window_allocates_nothing_after_warm_up_neox_rotary)
 
 BOOST_AUTO_TEST_CASE(an_eval_window_allocates_nothing_after_warm_up_sd_attention) {
   check_eval_window("tiny-sd");
+}
+
+BOOST_AUTO_TEST_CASE(a_gated_analysis_window_allocates_nothing_after_warm_up) {
+  check_gated_window("tiny-gpt2");
+  check_gated_window("tiny-neox");
 }

@@ -144,7 +144,7 @@ int run_budget(const std::vector<std::string>& argv) {
   const std::string model_dir = args.get("model", default_model().string());
   const io::TokenDType dtype = check_budget_inputs(args);
 
-  auto model = load_model<float>(model_dir);
+  const auto model = load_model<float>(model_dir);  // read only: run_budget takes a const model
   const auto& config = model.config();
   protocol.context = args.integer("context", std::min(protocol.context, config.n_positions), 2,
                                   config.n_positions);

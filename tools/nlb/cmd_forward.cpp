@@ -25,11 +25,12 @@ int run_forward(const std::vector<std::string>& argv) {
   const Index vocab = config.vocab_size;
   std::vector<float> all(static_cast<std::size_t>(windows * context * vocab));
   RowMatrix<float> logits;
+  Transformer<float>::Workspace ws;  // one for every window: no allocation per window
   const Progress progress("forward windows");
   for (Index w = 0; w < windows; ++w) {
     model.forward(std::span(tokens).subspan(static_cast<std::size_t>(w * context),
                                             static_cast<std::size_t>(context)),
-                  logits);
+                  logits, ws);
     std::copy(logits.data(), logits.data() + logits.size(),
               all.begin() + static_cast<std::ptrdiff_t>(w * context * vocab));
     progress(w + 1, windows);

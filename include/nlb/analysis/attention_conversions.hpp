@@ -236,8 +236,9 @@ inline std::vector<Index> skew_truncation_ranks(Index max_rank) {
   return ranks;
 }
 
-/// A copy of `model` whose layer `layer` runs `attention` (everything else shared by value).
-/// ArgumentError for a layer out of range.
+/// A copy of `model` whose layer `layer` runs `attention` (everything else copied by value): a
+/// converted model to keep or write out. Measurements use a LayerOverride instead, which copies
+/// nothing (measure_attention_conversions). ArgumentError for a layer out of range.
 template <class T, class Backend, class Attn>
 Transformer<T, Backend> with_layer_attention(const Transformer<T, Backend>& model, Index layer,
                                              Attn attention) {
@@ -276,7 +277,8 @@ struct ConversionReport {
 /// (c) diagonal and scalar. Not applicable (listed with the reason, not measured): (a) and (c)
 /// for rotary layers, (b) for S–D layers (no query/key projections), (c) "diagonal" for S–D
 /// layers (their symmetric part −D already is). `progress(done, total)` after each evaluation.
-/// Cost: (number of conversions + 1) evaluations.
+/// Cost: (number of conversions + 1) evaluations. The model is only read: converted layers run
+/// as attention overrides (LayerOverride), so nothing but the converted layers is built.
 template <class T, class Backend>
 ConversionReport measure_attention_conversions(
     const Transformer<T, Backend>& model, std::span<const std::int32_t> tokens, Index context,
@@ -302,31 +304,47 @@ ConversionReport measure_attention_conversions(
   const Index total = 1 + static_cast<Index>(ranks.size()) + (linear_ok ? layers : 0) +
                       (factored_ok ? (sd ? 1 : 2) : 0);
   Index done = 0;
-  auto evaluate = [&](const Transformer<T, Backend>& m) {
-    auto r = evaluate_perplexity(m, tokens, context, max_windows);
+  // Converted layers run as per-layer attention overrides (LayerOverride): the model is
+  // neither copied nor changed; only the converted attention layers are new objects.
+  typename Transformer<T, Backend>::Workspace ws;
+  auto evaluate = [&](std::span<const LayerOverride<T, Backend>> overrides) {
+    auto r = detail::windowed_perplexity<T>(
+        tokens, context, max_windows, {},
+        [&](std::span<const std::int32_t> window, RowMatrix<T>& logits) {
+          model.embed(window, ws.x);
+          model.run_layers(ws.x, 0, layers, ws, overrides);
+          model.head(ws.x, logits, ws);
+        });
     if (progress)
       progress(++done, total);
     return r;
   };
-  report.baseline = evaluate(model);
-  auto add = [&](std::string name, Index parameter, const Transformer<T, Backend>& m) {
+  report.baseline = evaluate({});
+  auto add = [&](std::string name, Index parameter, const std::vector<Slot>& converted,
+                 Index converted_layers) {
+    std::vector<LayerOverride<T, Backend>> overrides(static_cast<std::size_t>(layers));
+    for (Index l = 0; l < converted_layers; ++l)
+      overrides[static_cast<std::size_t>(l)].attention = &converted[static_cast<std::size_t>(l)];
     ConversionRow row;
     row.conversion = std::move(name);
     row.parameter = parameter;
-    row.ppl = evaluate(m).ppl;
+    row.ppl = evaluate(overrides).ppl;
     row.delta_percent = 100.0 * (row.ppl / report.baseline.ppl - 1.0);
     report.rows.push_back(row);
   };
+  // Every layer's heads converted by `transform`.
   auto convert_all = [&](const std::function<HeadForm(const HeadForm&)>& transform) {
-    Transformer<T, Backend> m = model;
+    std::vector<Slot> converted;
     for (Index l = 0; l < layers; ++l)
-      m = with_layer_attention(
-          m, l, convert_layer<T, Backend>(forms[static_cast<std::size_t>(l)], transform));
-    return m;
+      converted.emplace_back(
+          convert_layer<T, Backend>(forms[static_cast<std::size_t>(l)], transform));
+    return converted;
   };
   if (factored_ok) {
-    for (Index r : ranks)
-      add("skew_rank", r, convert_all([r](const HeadForm& f) { return truncate_skew(f, r); }));
+    for (Index r : ranks) {
+      add("skew_rank", r, convert_all([r](const HeadForm& f) { return truncate_skew(f, r); }),
+          layers);
+    }
   } else {
     report.not_applicable.push_back(
         "skew_rank, symmetric_diagonal, symmetric_scalar: rotary heads have position-dependent "
@@ -334,17 +352,17 @@ ConversionReport measure_attention_conversions(
         "positions");
   }
   if (linear_ok) {
-    Transformer<T, Backend> m = model;
-    for (Index k = 1; k <= layers; ++k) {
-      const auto& dense = model.layers()[static_cast<std::size_t>(k - 1)]
+    // ELU+1 linear attention on each layer's own projections (LinearAttention holds them).
+    std::vector<Slot> linear;
+    for (Index l = 0; l < layers; ++l) {
+      const auto& dense = model.layers()[static_cast<std::size_t>(l)]
                               .attention()
                               .template get<typename Slot::Dense>();
-      m = with_layer_attention(
-          m, k - 1,
-          LinearAttention<T, Dynamic, Backend>(dense.weights(), dense.heads(), dense.rotary_dims(),
-                                               dense.rotary_base()));
-      add("linear_first_layers", k, m);
+      linear.emplace_back(LinearAttention<T, Dynamic, Backend>(
+          dense.weights(), dense.heads(), dense.rotary_dims(), dense.rotary_base()));
     }
+    for (Index k = 1; k <= layers; ++k)
+      add("linear_first_layers", k, linear, k);
   } else {
     report.not_applicable.push_back(
         "linear_first_layers: S-D layers have no query/key projections, so there are no q, k for "
@@ -354,14 +372,16 @@ ConversionReport measure_attention_conversions(
     if (!sd) {
       add("symmetric_diagonal", 0, convert_all([](const HeadForm& f) {
             return replace_symmetric(f, SymmetricReplacement::diagonal);
-          }));
+          }),
+          layers);
     } else {
       report.not_applicable.push_back(
           "symmetric_diagonal: the symmetric part of an S-D head, -D, is already diagonal");
     }
     add("symmetric_scalar", 0, convert_all([](const HeadForm& f) {
           return replace_symmetric(f, SymmetricReplacement::scalar);
-        }));
+        }),
+        layers);
   }
   return report;
 }

@@ -143,7 +143,7 @@ struct LabelStage {
 /// budget (§A7). Reads only `label_tokens` (and the surrogates). Throws ArgumentError naming
 /// `what` when there are too few tokens.
 template <class T, class Backend>
-LabelStage<T, Backend> run_label_stage(Transformer<T, Backend>& model,
+LabelStage<T, Backend> run_label_stage(const Transformer<T, Backend>& model,
                                        const SurrogateFit<T, Backend>& fit,
                                        std::span<const std::int32_t> label_tokens,
                                        const BudgetProtocol& protocol, const BudgetObserver& obs,
@@ -158,12 +158,7 @@ LabelStage<T, Backend> run_label_stage(Transformer<T, Backend>& model,
   require_windows(what, label_tokens, out.windows, ctx, std::to_string(n) + " label positions");
   LabelTapCollector<T> taps(layers, model.config().d_model, ctx, n);
   detail::budget_stage(obs, times, "label: delta per position", [&] {
-    std::vector<MlpVariant<T, Backend>> variants;
-    for (Index l = 0; l < layers; ++l) {
-      MlpVariant<T, Backend> v;
-      v.replace.emplace_back(l, linear_slot(fit.surrogates[static_cast<std::size_t>(l)]));
-      variants.push_back(std::move(v));
-    }
+    const auto variants = one_layer_linear_variants(fit.surrogates);
     const VariantLosses r = measure_variants(model, label_tokens, out.windows, ctx, variants, true,
                                              taps, detail::counter_of(obs));
     taps.check();
@@ -250,7 +245,7 @@ struct EvalStage {
 /// its own stream: seed + index). Reads only `eval_tokens`. Throws ArgumentError naming `what`
 /// when no full window fits.
 template <class T, class Backend>
-EvalStage run_eval_stage(Transformer<T, Backend>& model, const SurrogateFit<T, Backend>& fit,
+EvalStage run_eval_stage(const Transformer<T, Backend>& model, const SurrogateFit<T, Backend>& fit,
                          const std::type_identity_t<LabelStage<T, Backend>>* label,
                          std::span<const std::int32_t> eval_tokens, const BudgetProtocol& protocol,
                          const std::function<void(Index, Index)>& progress = {},
@@ -261,24 +256,18 @@ EvalStage run_eval_stage(Transformer<T, Backend>& model, const SurrogateFit<T, B
   out.windows = static_cast<Index>(eval_tokens.size()) / ctx;
   require_windows(what, eval_tokens, std::max<Index>(out.windows, 1), ctx, "one eval window");
   out.predicted_tokens = out.windows * (ctx - 1);
-  std::vector<MlpVariant<T, Backend>> variants;
-  for (Index l = 0; l < layers; ++l) {
-    MlpVariant<T, Backend> v;
-    v.replace.emplace_back(l, linear_slot(fit.surrogates[static_cast<std::size_t>(l)]));
-    variants.push_back(std::move(v));
-  }
+  auto variants = one_layer_linear_variants(fit.surrogates);
   {
     MlpVariant<T, Backend> all;
     for (Index l = 0; l < layers; ++l)
-      all.replace.emplace_back(l, linear_slot(fit.surrogates[static_cast<std::size_t>(l)]));
+      all.add_linear(l, fit.surrogates[static_cast<std::size_t>(l)]);
     variants.push_back(std::move(all));
   }
   if (label) {
     for (Index l = 0; l < layers; ++l) {
       const auto ls = static_cast<std::size_t>(l);
       MlpVariant<T, Backend> v;
-      v.replace.emplace_back(
-          l, gated_slot(model.layers()[ls].mlp(), fit.surrogates[ls], label->gates[ls].gate));
+      v.add_gated(l, fit.surrogates[ls], label->gates[ls].gate);
       variants.push_back(std::move(v));
     }
     const auto gates = label->plain_gates();
@@ -360,7 +349,7 @@ struct NoFlyStage {
 /// layer compare_no_fly(eval, cross) with the protocol's threshold and minimum count
 /// (PAPERS §A4). Reads `cross_tokens` and the eval stage's δ.
 template <class T, class Backend>
-NoFlyStage run_no_fly(Transformer<T, Backend>& model, const SurrogateFit<T, Backend>& fit,
+NoFlyStage run_no_fly(const Transformer<T, Backend>& model, const SurrogateFit<T, Backend>& fit,
                       std::span<const std::int32_t> eval_tokens, const EvalStage& eval,
                       std::span<const std::int32_t> cross_tokens, const BudgetProtocol& protocol,
                       const std::function<void(Index, Index)>& progress = {},
@@ -371,12 +360,7 @@ NoFlyStage run_no_fly(Transformer<T, Backend>& model, const SurrogateFit<T, Back
   out.cross_windows = static_cast<Index>(cross_tokens.size()) / ctx;
   require_windows(what, cross_tokens, std::max<Index>(out.cross_windows, 1), ctx,
                   "one window of the second corpus");
-  std::vector<MlpVariant<T, Backend>> variants;
-  for (Index l = 0; l < layers; ++l) {
-    MlpVariant<T, Backend> v;
-    v.replace.emplace_back(l, linear_slot(fit.surrogates[static_cast<std::size_t>(l)]));
-    variants.push_back(std::move(v));
-  }
+  const auto variants = one_layer_linear_variants(fit.surrogates);
   const VariantLosses r = measure_variants(model, cross_tokens, out.cross_windows, ctx, variants,
                                            true, NoTaps{}, progress);
   out.cross_baseline_ppl = detail::ppl_of(r.base);
@@ -407,12 +391,13 @@ struct BudgetReport {
   std::vector<std::pair<std::string, double>> timing;  // (stage, seconds)
 };
 
-/// The whole pipeline (stages 1–6) on explicit token sets. The model is modified during the
-/// run and restored. Throws ArgumentError (protocol, too few tokens: the message names the set
-/// by `names` = {fit, label, eval, cross}), FormatError (taps missing).
+/// The whole pipeline (stages 1–6) on explicit token sets. The model is only read: every
+/// replaced or gated MLP runs as a per-layer override (MlpOverride). Throws ArgumentError
+/// (protocol, too few tokens: the message names the set by `names` = {fit, label, eval, cross}),
+/// FormatError (taps missing).
 template <class T, class Backend>
 BudgetReport<T, Backend> run_budget(
-    Transformer<T, Backend>& model, std::span<const std::int32_t> fit_tokens,
+    const Transformer<T, Backend>& model, std::span<const std::int32_t> fit_tokens,
     std::span<const std::int32_t> label_tokens, std::span<const std::int32_t> eval_tokens,
     std::span<const std::int32_t> cross_tokens, const BudgetProtocol& protocol,
     const BudgetObserver& obs = {},
@@ -451,7 +436,7 @@ BudgetReport<T, Backend> run_budget(
     const auto gates = rep.label.plain_gates();
     const Index windows = std::min(protocol.timing_windows, rep.eval.windows);
     for (const auto& state : rep.label.joint) {
-      auto v = joint_variant(model, rep.fit.surrogates, gates, state);
+      const auto v = joint_variant(model, rep.fit.surrogates, gates, state);
       rep.forward_timing.push_back(time_forward(model, eval_tokens, windows, protocol.context, v,
                                                 protocol.timing_repetitions));
     }

@@ -60,7 +60,9 @@ std::vector<std::vector<double>> fraction_thresholds(const std::vector<Hyperplan
   return out;
 }
 
-/// The variant of a joint state: every layer with a fraction > 0 gated at its threshold.
+/// The variant of a joint state: every layer with a fraction > 0 gated at its threshold
+/// (the gate copied with that threshold; the surrogates and the model's MLPs referred to).
+/// Throws ArgumentError when a gated layer of `model` does not hold a full MLP.
 template <class T, class Backend>
 MlpVariant<T, Backend> joint_variant(
     const Transformer<T, Backend>& model,
@@ -70,10 +72,14 @@ MlpVariant<T, Backend> joint_variant(
   for (std::size_t l = 0; l < gates.size(); ++l) {
     if (state.fractions[l] <= 0.0)
       continue;
+    if (!model.layers()[l].mlp().is_full()) {
+      throw ArgumentError(
+          detail::expected_found("joint_variant: the MLP slot of layer " + std::to_string(l),
+                                 "a full MLP", "a surrogate or gated MLP"));
+    }
     HyperplaneGate<T, Dynamic, Backend> g = gates[l];
     g.set_threshold(static_cast<T>(state.thresholds[l]));
-    v.replace.emplace_back(static_cast<Index>(l),
-                           gated_slot(model.layers()[l].mlp(), surrogates[l], g));
+    v.add_gated(static_cast<Index>(l), surrogates[l], std::move(g));
   }
   return v;
 }
@@ -94,7 +100,7 @@ MlpVariant<T, Backend> joint_variant(
 /// The label linear fraction counts the rows of every label window (all positions).
 template <class T, class Backend>
 JointCalibration calibrate_joint(
-    Transformer<T, Backend>& model, std::span<const std::int32_t> label_tokens, Index windows,
+    const Transformer<T, Backend>& model, std::span<const std::int32_t> label_tokens, Index windows,
     Index context, std::span<const double> base_losses,
     const std::vector<RidgeSurrogate<T, Dynamic, Dynamic, Backend>>& surrogates,
     const std::vector<HyperplaneGate<T, Dynamic, Backend>>& gates,
@@ -110,10 +116,11 @@ JointCalibration calibrate_joint(
   JointCalibration out;
   // The unmodified model's residual stream at every layer's input for every label window, kept
   // when it fits in `cache_bytes`: a joint state then runs only from its first gated layer.
-  StagedForward<T, Backend> staged(model);
-  typename StagedForward<T, Backend>::Stream x;
+  using Model = Transformer<T, Backend>;
+  typename Model::Workspace ws;
+  typename Model::Stream x;
   RowMatrix<T> logits;
-  std::vector<std::vector<typename StagedForward<T, Backend>::Stream>> kept;
+  std::vector<std::vector<typename Model::Stream>> kept;
   const double need = static_cast<double>(windows) * static_cast<double>(layers + 1) *
                       static_cast<double>(context) * static_cast<double>(model.config().d_model) *
                       sizeof(T);
@@ -122,12 +129,12 @@ JointCalibration calibrate_joint(
     for (Index w = 0; w < windows; ++w) {
       auto& k = kept[static_cast<std::size_t>(w)];
       k.resize(layers + 1);
-      staged.embed(label_tokens.subspan(static_cast<std::size_t>(w * context),
-                                        static_cast<std::size_t>(context)),
-                   x);
+      model.embed(label_tokens.subspan(static_cast<std::size_t>(w * context),
+                                       static_cast<std::size_t>(context)),
+                  x);
       for (std::size_t l = 0; l < layers; ++l) {
         k[l] = x;
-        staged.layers(x, static_cast<Index>(l), static_cast<Index>(l) + 1);
+        model.run_layers(x, static_cast<Index>(l), static_cast<Index>(l) + 1, ws);
       }
       k[layers] = x;
     }
@@ -139,32 +146,32 @@ JointCalibration calibrate_joint(
       s.fractions[l] = static_cast<double>(k[l]) / static_cast<double>(steps);
       s.thresholds[l] = thresholds[l][static_cast<std::size_t>(k[l])];
     }
-    MlpVariant<T, Backend> v = joint_variant(model, surrogates, gates, s);
+    const MlpVariant<T, Backend> v = joint_variant(model, surrogates, gates, s);
+    const auto overrides = v.overrides(static_cast<Index>(layers));
     const Index first = v.first_layer(static_cast<Index>(layers));
     double sum = 0;
     Index linear = 0;
     std::size_t counted = 0;
-    {
-      const detail::SlotSwap<T, Backend> swap(model, v);
-      std::vector<RouteCounts> counts(layers);
-      for (Index w = 0; w < windows && counted < n; ++w) {
-        const auto window = label_tokens.subspan(static_cast<std::size_t>(w * context),
-                                                 static_cast<std::size_t>(context));
-        if (!kept.empty()) {
-          x = kept[static_cast<std::size_t>(w)][static_cast<std::size_t>(first)];
-          staged.layers(x, first, static_cast<Index>(layers), NoTaps{}, std::span(counts));
-        } else {
-          staged.embed(window, x);
-          staged.layers(x, 0, static_cast<Index>(layers), NoTaps{}, std::span(counts));
-        }
-        staged.head(x, logits);
-        const auto loss = next_token_losses(logits, window);
-        for (std::size_t i = 0; i < loss.size() && counted < n; ++i, ++counted)
-          sum += loss[i];
+    std::vector<RouteCounts> counts(layers);
+    for (Index w = 0; w < windows && counted < n; ++w) {
+      const auto window = label_tokens.subspan(static_cast<std::size_t>(w * context),
+                                               static_cast<std::size_t>(context));
+      if (!kept.empty()) {
+        x = kept[static_cast<std::size_t>(w)][static_cast<std::size_t>(first)];
+        model.run_layers(x, first, static_cast<Index>(layers), ws, overrides, nullptr, NoTaps{},
+                         std::span(counts));
+      } else {
+        model.embed(window, x);
+        model.run_layers(x, 0, static_cast<Index>(layers), ws, overrides, nullptr, NoTaps{},
+                         std::span(counts));
       }
-      for (const auto& c : counts)
-        linear += c.linear;
+      model.head(x, logits, ws);
+      const auto loss = next_token_losses(logits, window);
+      for (std::size_t i = 0; i < loss.size() && counted < n; ++i, ++counted)
+        sum += loss[i];
     }
+    for (const auto& c : counts)
+      linear += c.linear;
     s.label_delta_pct = 100.0 * std::expm1((sum - base_sum) / static_cast<double>(n));
     s.label_linear_fraction = static_cast<double>(linear) /
                               static_cast<double>(static_cast<Index>(layers) * windows * context);
@@ -240,35 +247,50 @@ struct ForwardTiming {
   double dense_ms = 0;  // median over repetitions, all timed windows
   double gated_ms = 0;
   double saved_pct = 0;              // 100 (1 − gated / dense)
-  double gated_linear_fraction = 0;  // RouteCounts of Transformer::forward in the timed runs
+  double gated_linear_fraction = 0;  // RouteCounts of the timed gated runs (all layers)
 };
 
-/// Times Transformer::forward over the first `windows` windows, dense and with `variant`
-/// swapped in, alternating (dense, gated) `repetitions` times so both see the same machine
-/// load; reports the medians. Not deterministic (wall-clock): reports keep it apart.
+/// Times forward passes over the first `windows` windows, dense (Transformer::forward) and with
+/// `variant` (the same pass through run_layers with its overrides), alternating (dense, gated)
+/// `repetitions` times so both see the same machine load; reports the medians. One workspace
+/// serves both, so neither run allocates in the model after the warm-up. Not deterministic
+/// (wall-clock): reports keep it apart.
 template <class T, class Backend>
-ForwardTiming time_forward(Transformer<T, Backend>& model, std::span<const std::int32_t> tokens,
-                           Index windows, Index context, MlpVariant<T, Backend>& variant,
-                           Index repetitions) {
+ForwardTiming time_forward(const Transformer<T, Backend>& model,
+                           std::span<const std::int32_t> tokens, Index windows, Index context,
+                           const MlpVariant<T, Backend>& variant, Index repetitions) {
   using clock = std::chrono::steady_clock;
+  using Model = Transformer<T, Backend>;
+  const Index layers = model.layer_count();
   std::vector<double> dense, gated;
+  typename Model::Workspace ws;
   RowMatrix<T> logits;
-  RouteCounts counts;
-  auto run = [&](RouteCounts* c) {
+  const auto overrides = variant.overrides(layers);
+  std::vector<RouteCounts> counts(static_cast<std::size_t>(layers));
+  auto window = [&](Index w) {
+    return tokens.subspan(static_cast<std::size_t>(w * context), static_cast<std::size_t>(context));
+  };
+  auto run_dense = [&] {
+    const auto t0 = clock::now();
+    for (Index w = 0; w < windows; ++w)
+      model.forward(window(w), logits, ws);
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  };
+  auto run_gated = [&] {
     const auto t0 = clock::now();
     for (Index w = 0; w < windows; ++w) {
-      model.forward(
-          tokens.subspan(static_cast<std::size_t>(w * context), static_cast<std::size_t>(context)),
-          logits, NoTaps{}, nullptr, c);
+      model.embed(window(w), ws.x);
+      model.run_layers(ws.x, 0, layers, ws, overrides, nullptr, NoTaps{}, std::span(counts));
+      model.head(ws.x, logits, ws);
     }
     return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   };
-  run(nullptr);  // warm-up: first-touch of workspaces and caches
+  run_dense();  // warm-up: first-touch of workspaces and caches
+  run_gated();
   for (Index r = 0; r < repetitions; ++r) {
-    dense.push_back(run(nullptr));
-    const detail::SlotSwap<T, Backend> swap(model, variant);
-    counts = RouteCounts{};
-    gated.push_back(run(&counts));
+    dense.push_back(run_dense());
+    counts.assign(static_cast<std::size_t>(layers), RouteCounts{});
+    gated.push_back(run_gated());
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -279,7 +301,12 @@ ForwardTiming time_forward(Transformer<T, Backend>& model, std::span<const std::
   out.dense_ms = median(dense);
   out.gated_ms = median(gated);
   out.saved_pct = 100.0 * (1.0 - out.gated_ms / out.dense_ms);
-  out.gated_linear_fraction = counts.linear_fraction();
+  RouteCounts total;
+  for (const auto& c : counts) {
+    total.linear += c.linear;
+    total.full += c.full;
+  }
+  out.gated_linear_fraction = total.linear_fraction();
   return out;
 }
 

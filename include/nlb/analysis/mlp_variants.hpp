@@ -1,35 +1,90 @@
-// Forward passes of a loaded model with some layers' MLPs swapped (a surrogate, a gated MLP),
-// measured per position, reusing the unmodified model's prefix: the budget pipeline's engine.
+// Forward passes of a loaded model with some layers' MLPs replaced (a surrogate, a gated MLP)
+// through per-layer overrides, measured per position, reusing the unmodified model's prefix: the
+// budget pipeline's engine. The model is read only.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "nlb/kernels/layer_norm.hpp"
 #include "nlb/mlp/route_counts.hpp"
+#include "nlb/model/layer_override.hpp"
 #include "nlb/model/loss.hpp"
 #include "nlb/model/transformer.hpp"
 
 namespace nlb {
 
-/// One configuration of the model: the layers whose MLP slot is replaced, and by what.
-/// An empty list is the unmodified model.
+/// One configuration of the model for an analysis run: the layers whose MLP is replaced, and
+/// by what — a surrogate on every row, or a gate routing each row between the surrogate and the
+/// layer's own full MLP. An empty list is the unmodified model. Surrogates are referred to by
+/// pointer (caller-owned, e.g. a SurrogateFit, which must outlive the variant); gates are held
+/// by value (d + 1 folded parameters and the variant's threshold). A variant holds no model
+/// weights and the model is never changed: it runs through overrides() (MlpOverride per layer).
 template <class T, class Backend = backend::cpu>
 struct MlpVariant {
-  std::vector<std::pair<Index, MlpSlot<T, Backend>>> replace;  // (layer, slot), layers distinct
+  using Surrogate = RidgeSurrogate<T, Dynamic, Dynamic, Backend>;
+  using Gate = HyperplaneGate<T, Dynamic, Backend>;
+  struct Replacement {
+    Index layer = 0;
+    const Surrogate* surrogate = nullptr;
+    std::optional<Gate> gate;  // none: every row linear
+  };
+  std::vector<Replacement> replace;  // layers distinct
+
+  /// Layer `layer` runs `surrogate` on every row.
+  void add_linear(Index layer, const Surrogate& surrogate) {
+    replace.push_back(Replacement{layer, &surrogate, std::nullopt});
+  }
+  /// Layer `layer` routes rows with gate score > gate.threshold() to `surrogate`, the rest to
+  /// its own full MLP.
+  void add_gated(Index layer, const Surrogate& surrogate, Gate gate) {
+    replace.push_back(Replacement{layer, &surrogate, std::move(gate)});
+  }
+
   /// The first replaced layer (layer_count when none): the prefix before it is unchanged.
   Index first_layer(Index layer_count) const {
     Index first = layer_count;
     for (const auto& r : replace)
-      first = std::min(first, r.first);
+      first = std::min(first, r.layer);
     return first;
   }
+
+  /// One LayerOverride per layer [layer_count] for BasicTransformer::run_layers (MLPs only),
+  /// pointing into this variant (keep it alive and unchanged while they are used).
+  /// ArgumentError for a layer out of range or replaced twice.
+  std::vector<LayerOverride<T, Backend>> overrides(Index layer_count) const {
+    std::vector<LayerOverride<T, Backend>> out(static_cast<std::size_t>(layer_count));
+    for (const auto& r : replace) {
+      if (r.layer < 0 || r.layer >= layer_count ||
+          out[static_cast<std::size_t>(r.layer)].mlp.active()) {
+        throw ArgumentError(detail::expected_found(
+            "MlpVariant: replaced layer",
+            "distinct layers in [0, " + std::to_string(layer_count) + ")", r.layer));
+      }
+      out[static_cast<std::size_t>(r.layer)].mlp =
+          r.gate ? MlpOverride<T, Backend>::gated(*r.surrogate, *r.gate)
+                 : MlpOverride<T, Backend>::linear(*r.surrogate);
+    }
+    return out;
+  }
 };
+
+/// One variant per layer ℓ: layer ℓ's MLP replaced by surrogates[ℓ] on every row, the rest
+/// unchanged (the "one layer linear" runs of PAPERS §A1 and §A3).
+template <class T, class Backend>
+std::vector<MlpVariant<T, Backend>> one_layer_linear_variants(
+    const std::vector<RidgeSurrogate<T, Dynamic, Dynamic, Backend>>& surrogates) {
+  std::vector<MlpVariant<T, Backend>> variants(surrogates.size());
+  for (std::size_t l = 0; l < surrogates.size(); ++l)
+    variants[l].add_linear(static_cast<Index>(l), surrogates[l]);
+  return variants;
+}
 
 /// Per-position next-token losses of one token set (windows × (context − 1) positions, window
 /// order) for the unmodified model and for each variant, and the rows each layer routed.
@@ -49,118 +104,22 @@ struct VariantLosses {
   }
 };
 
-namespace detail {
-
-// Swaps the variant's slots into the model and back out at scope exit (also on a throw), so
-// the model is unchanged afterwards.
-template <class T, class Backend>
-class SlotSwap {
- public:
-  SlotSwap(Transformer<T, Backend>& model, MlpVariant<T, Backend>& variant)
-      : model_(model), variant_(variant) {
-    swap_all();
-  }
-  SlotSwap(const SlotSwap&) = delete;
-  SlotSwap& operator=(const SlotSwap&) = delete;
-  ~SlotSwap() { swap_all(); }
-
- private:
-  void swap_all() {
-    for (auto& [layer, slot] : variant_.replace) {
-      using std::swap;
-      swap(model_.layers()[static_cast<std::size_t>(layer)].mlp(), slot);
-    }
-  }
-  Transformer<T, Backend>& model_;
-  MlpVariant<T, Backend>& variant_;
-};
-
-}  // namespace detail
-
-/// Runs a Transformer's forward pass in stages — embedding, a range of layers, the head — with
-/// exactly the operations of Transformer::forward (tested bit for bit), so a caller can keep the
-/// residual stream at a layer's input and continue from it with other MLPs in later layers.
-template <class T, class Backend = backend::cpu>
-class StagedForward {
- public:
-  using Model = Transformer<T, Backend>;
-  using Stream = typename Model::Stream;  // [T, d]
-
-  explicit StagedForward(const Model& model) : model_(model) {}
-
-  /// x = E[tokens] + P[0 .. T) (positions from 0; no cache). Fires Tap::embedding.
-  template <class Taps = NoTaps>
-  void embed(std::span<const std::int32_t> tokens, Stream& x, Taps&& taps = {}) const {
-    const auto& emb = model_.embeddings();
-    check_tokens(tokens);
-    x.resize(static_cast<Index>(tokens.size()), model_.config().d_model);
-    for (Index t = 0; t < x.rows(); ++t) {
-      x.row(t) = emb.token.row(tokens[static_cast<std::size_t>(t)]);
-      if (emb.position.size() > 0)
-        x.row(t) += emb.position.row(t);
-    }
-    detail::fire(taps, Tap::embedding, 0, x);
-  }
-
-  /// Advances x through layers [from, to); layer ℓ's routed rows are added to counts[ℓ] when
-  /// `counts` is not empty (size = layer count).
-  template <class Taps = NoTaps>
-  void layers(Stream& x, Index from, Index to, Taps&& taps = {},
-              std::span<RouteCounts> counts = {}) {
-    for (Index l = from; l < to; ++l) {
-      const auto& block = model_.layers()[static_cast<std::size_t>(l)];
-      RouteCounts* c = counts.empty() ? nullptr : &counts[static_cast<std::size_t>(l)];
-      block.forward(x, ws_, l, nullptr, taps, c);
-    }
-  }
-
-  /// Final LayerNorm (in place on x) and logits = x Uᵀ [T, vocab].
-  void head(Stream& x, RowMatrix<T>& logits) const {
-    const auto& emb = model_.embeddings();
-    kernels::layer_norm_rows(Backend{}, x, x, emb.final_norm.gamma, emb.final_norm.beta,
-                             static_cast<T>(model_.config().layer_norm_eps));
-    const auto& u = emb.unembedding.size() > 0 ? emb.unembedding : emb.token;
-    logits.resize(x.rows(), model_.config().vocab_size);
-    logits.noalias() = x * u.transpose();
-  }
-
- private:
-  void check_tokens(std::span<const std::int32_t> tokens) const {
-    if (tokens.empty())
-      throw ArgumentError("StagedForward::embed: expected at least one token, found none");
-    if (static_cast<Index>(tokens.size()) > model_.config().n_positions) {
-      throw ArgumentError(detail::expected_found(
-          "StagedForward::embed: tokens",
-          "at most n_positions = " + std::to_string(model_.config().n_positions), tokens.size()));
-    }
-    for (std::size_t t = 0; t < tokens.size(); ++t) {
-      if (tokens[t] < 0 || tokens[t] >= model_.config().vocab_size) {
-        throw ArgumentError(detail::expected_found(
-            "StagedForward::embed: token " + std::to_string(t),
-            "an id in [0, " + std::to_string(model_.config().vocab_size) + ")", tokens[t]));
-      }
-    }
-  }
-
-  const Model& model_;
-  typename DynamicBlock<T, Backend>::Workspace ws_;
-};
-
 /// Measures `variants` on the first `windows` windows of `context` tokens of `tokens`.
 ///
 /// Per window: when `with_base`, the unmodified model runs once (firing `base_taps`) and keeps
-/// the residual stream at every layer's input; each variant then swaps its slots in and runs
-/// only from its first replaced layer, continuing from the kept stream (a variant replacing
-/// layer ℓ costs layers ℓ .. L−1 plus the head). Without `with_base` every variant runs from
-/// the embedding. The model is restored after each variant, also on a throw.
+/// the residual stream at every layer's input; each variant then runs only from its first
+/// replaced layer, continuing from the kept stream (a variant replacing layer ℓ costs layers
+/// ℓ .. L−1 plus the head). Without `with_base` every variant runs from the embedding. Variants
+/// run as per-layer MlpOverride: the model is neither changed nor copied.
 /// `progress(done, windows)` after each window. Throws ArgumentError when `tokens` has fewer
 /// than windows · context tokens. Memory: L · context · d values of kept stream.
 template <class T, class Backend, class Taps = NoTaps>
-VariantLosses measure_variants(Transformer<T, Backend>& model, std::span<const std::int32_t> tokens,
-                               Index windows, Index context,
-                               std::vector<MlpVariant<T, Backend>>& variants, bool with_base,
+VariantLosses measure_variants(const Transformer<T, Backend>& model,
+                               std::span<const std::int32_t> tokens, Index windows, Index context,
+                               const std::vector<MlpVariant<T, Backend>>& variants, bool with_base,
                                Taps&& base_taps = {},
                                const std::function<void(Index, Index)>& progress = {}) {
+  using Model = Transformer<T, Backend>;
   if (context < 2)
     throw ArgumentError(detail::expected_found("measure_variants: context", "at least 2", context));
   if (static_cast<Index>(tokens.size()) < windows * context) {
@@ -179,35 +138,37 @@ VariantLosses measure_variants(Transformer<T, Backend>& model, std::span<const s
     out.base.reserve(static_cast<std::size_t>(windows) * per_window);
   for (auto& v : out.variant)
     v.reserve(static_cast<std::size_t>(windows) * per_window);
-  StagedForward<T, Backend> staged(model);
-  std::vector<typename StagedForward<T, Backend>::Stream> kept(static_cast<std::size_t>(layers) +
-                                                               1);
-  typename StagedForward<T, Backend>::Stream x;
+  std::vector<std::vector<LayerOverride<T, Backend>>> overrides;
+  for (const auto& v : variants)
+    overrides.push_back(v.overrides(layers));
+  typename Model::Workspace ws;
+  std::vector<typename Model::Stream> kept(static_cast<std::size_t>(layers) + 1);
+  typename Model::Stream x;
   RowMatrix<T> logits;
   for (Index w = 0; w < windows; ++w) {
     const auto window =
         tokens.subspan(static_cast<std::size_t>(w * context), static_cast<std::size_t>(context));
     if (with_base) {
-      staged.embed(window, x, base_taps);
+      model.embed(window, x, 0, base_taps);
       for (Index l = 0; l < layers; ++l) {
         kept[static_cast<std::size_t>(l)] = x;
-        staged.layers(x, l, l + 1, base_taps);
+        model.run_layers(x, l, l + 1, ws, {}, nullptr, base_taps);
       }
       kept[static_cast<std::size_t>(layers)] = x;
-      staged.head(x, logits);
+      model.head(x, logits, ws);
       const auto loss = next_token_losses(logits, window);
       out.base.insert(out.base.end(), loss.begin(), loss.end());
     }
     for (std::size_t v = 0; v < variants.size(); ++v) {
       const Index first = with_base ? variants[v].first_layer(layers) : 0;
-      const detail::SlotSwap<T, Backend> swap(model, variants[v]);
       if (with_base) {
         x = kept[static_cast<std::size_t>(first)];
       } else {
-        staged.embed(window, x);
+        model.embed(window, x);
       }
-      staged.layers(x, first, layers, NoTaps{}, std::span(out.counts[v]));
-      staged.head(x, logits);
+      model.run_layers(x, first, layers, ws, overrides[v], nullptr, NoTaps{},
+                       std::span(out.counts[v]));
+      model.head(x, logits, ws);
       const auto loss = next_token_losses(logits, window);
       out.variant[v].insert(out.variant[v].end(), loss.begin(), loss.end());
     }
@@ -220,6 +181,9 @@ VariantLosses measure_variants(Transformer<T, Backend>& model, std::span<const s
 }  // namespace nlb
 
 namespace nlb {
+
+// Slots for building a changed copy of a model (tests, re-measurements by plain forward passes):
+// analyses use MlpVariant / MlpOverride instead, which copy nothing.
 
 /// A slot that runs `surrogate` (all rows linear).
 template <class T, class Backend>

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cmath>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "nlb/core.hpp"
+#include "nlb/core/gemm_scratch.hpp"
 #include "nlb/mlp/route_counts.hpp"
 
 namespace nlb {
@@ -20,6 +22,76 @@ inline constexpr bool sizes_compatible = (A == Dynamic || B == Dynamic || A == B
 template <int A, int B>
 inline constexpr int common_size = (A == Dynamic) ? B : A;
 }  // namespace detail
+
+/// Scratch memory of gated_route: the gate scores, the two row groups and the gathered blocks.
+/// Every buffer keeps its capacity, so after a call with T rows a call with at most T rows
+/// allocates nothing.
+template <class T, int D = Dynamic>
+struct RoutingWorkspace {
+  ColVector<T> scores;             // [T]
+  std::vector<Index> linear_rows;  // rows routed to the surrogate, ascending
+  std::vector<Index> full_rows;    // rows routed to the MLP, ascending
+  Activations<T, D> gathered_in;   // [≥ T, d]: one group's rows at the top
+  Activations<T, D> gathered_out;  // [≥ T, d]
+};
+
+namespace detail {
+// Gathers X's `rows` into a contiguous block, runs `path` on it and scatters into Y.
+template <class T, int D, class X_, class Y_, class Path>
+void run_route_group(const X_& X, Y_& Y, const std::vector<Index>& rows, RoutingWorkspace<T, D>& ws,
+                     Path&& path) {
+  const auto n = static_cast<Index>(rows.size());
+  // Buffers sized for the whole batch once, then reused: the groups change size every call.
+  if (ws.gathered_in.rows() < X.rows() || ws.gathered_in.cols() != X.cols()) {
+    ws.gathered_in.resize(X.rows(), X.cols());
+    ws.gathered_out.resize(X.rows(), X.cols());
+  }
+  auto in = ws.gathered_in.topRows(n);  // [n, d], contiguous
+  auto out = ws.gathered_out.topRows(n);
+  // Indexed through a span: an Eigen IndexedView keeps its index container by value, and a
+  // std::vector there would be copied (allocated) on every gather and scatter.
+  const std::span<const Index> index(rows);
+  in = X(index, Eigen::all);
+  path(in, out);
+  Y(index, Eigen::all) = out;
+}
+}  // namespace detail
+
+/// Hard routing of X [T, d] into Y [T, d] (Y must not alias X): `gate` scores every row; rows
+/// with score > gate.threshold() go through `linear(in, out)`, the rest through `full(in, out)`,
+/// each group gathered into a contiguous block and scattered back. When every row takes one
+/// path, that path runs on X directly (no copies). Returns the rows per path. The one routing
+/// code of the library: GatedMLP::forward and a model layer run with a gated override
+/// (Block::forward, MlpOverride) both call it.
+template <class Gate, class T, int D, class LinearPath, class FullPath>
+RouteCounts gated_route(const Eigen::Ref<const Activations<std::type_identity_t<T>>>& X,
+                        Eigen::Ref<Activations<std::type_identity_t<T>>> Y, const Gate& gate,
+                        RoutingWorkspace<T, D>& ws, LinearPath&& linear, FullPath&& full) {
+  const Index rows = X.rows();
+  ws.scores.resize(rows);
+  gate.score(X, ws.scores);
+  const T threshold = gate.threshold();
+  ws.linear_rows.clear();
+  ws.full_rows.clear();
+  ws.linear_rows.reserve(static_cast<std::size_t>(rows));
+  ws.full_rows.reserve(static_cast<std::size_t>(rows));
+  for (Index t = 0; t < rows; ++t)
+    (ws.scores(t) > threshold ? ws.linear_rows : ws.full_rows).push_back(t);
+  const RouteCounts counts{static_cast<Index>(ws.linear_rows.size()),
+                           static_cast<Index>(ws.full_rows.size())};
+  if (counts.full == 0) {
+    if (rows > 0)
+      linear(X, Y);
+    return counts;
+  }
+  if (counts.linear == 0) {
+    full(X, Y);
+    return counts;
+  }
+  detail::run_route_group(X, Y, ws.linear_rows, ws, linear);
+  detail::run_route_group(X, Y, ws.full_rows, ws, full);
+  return counts;
+}
 
 /// Gated MLP: per token, `score = x·w' + b'` (the gate); rows with score > threshold go to
 /// the surrogate `x W + b`, the rest to the MLP.
@@ -61,13 +133,9 @@ class GatedMLP {
   using AnyOutput = Activations<Scalar>;
 
   /// Scratch memory for forward(); reuse one across calls to avoid allocations per call.
-  struct Workspace {
-    ColVector<Scalar> scores;        // [T]
-    std::vector<Index> linear_rows;  // rows routed to the surrogate, ascending
-    std::vector<Index> full_rows;    // rows routed to the MLP, ascending
-    Input gathered_in;               // [≥ T, d]: one group's rows at the top
-    Output gathered_out;             // [≥ T, d]
+  struct Workspace : RoutingWorkspace<Scalar, size> {
     typename MlpT::Workspace mlp;
+    GemmScratch<Scalar> surrogate_gemm;  // packing buffers of the surrogate's product
   };
 
   /// Composes the three parts; throws ShapeError if their run-time widths differ.
@@ -86,26 +154,10 @@ class GatedMLP {
     check_dim("GatedMLP::forward: input width (d)", features(), X.cols());
     check_dim("GatedMLP::forward: output rows (T)", X.rows(), Y.rows());
     check_dim("GatedMLP::forward: output width (d)", features(), Y.cols());
-    const Index rows = X.rows();
-    ws.scores.resize(rows);
-    gate_.score(X, ws.scores);
-    partition(ws);
-    const RouteCounts counts{static_cast<Index>(ws.linear_rows.size()),
-                             static_cast<Index>(ws.full_rows.size())};
-    if (counts.full == 0) {
-      if (rows > 0)
-        surrogate_.forward(X, Y);
-      return counts;
-    }
-    if (counts.linear == 0) {
-      mlp_.forward(X, Y, ws.mlp);
-      return counts;
-    }
-    run_group(X, Y, ws.linear_rows, ws,
-              [&](const auto& in, auto& out) { surrogate_.forward(in, out); });
-    run_group(X, Y, ws.full_rows, ws,
-              [&](const auto& in, auto& out) { mlp_.forward(in, out, ws.mlp); });
-    return counts;
+    return gated_route(
+        X, Y, gate_, static_cast<RoutingWorkspace<Scalar, size>&>(ws),
+        [&](const auto& in, auto& out) { surrogate_.forward(in, out, ws.surrogate_gemm); },
+        [&](const auto& in, auto& out) { mlp_.forward(in, out, ws.mlp); });
   }
 
   /// Hard routing with a temporary workspace.
@@ -141,35 +193,6 @@ class GatedMLP {
   GateT& gate() { return gate_; }
 
  private:
-  // Splits row indices by the gate's decision, keeping ascending order in each group.
-  void partition(Workspace& ws) const {
-    const Scalar threshold = gate_.threshold();
-    ws.linear_rows.clear();
-    ws.full_rows.clear();
-    ws.linear_rows.reserve(static_cast<std::size_t>(ws.scores.size()));
-    ws.full_rows.reserve(static_cast<std::size_t>(ws.scores.size()));
-    for (Index t = 0; t < ws.scores.size(); ++t) {
-      (ws.scores(t) > threshold ? ws.linear_rows : ws.full_rows).push_back(t);
-    }
-  }
-
-  // Gathers X's `rows` into a contiguous block, runs `path` on it and scatters into Y.
-  template <class Path>
-  static void run_group(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y,
-                        const std::vector<Index>& rows, Workspace& ws, Path&& path) {
-    const auto n = static_cast<Index>(rows.size());
-    // Buffers sized for the whole batch once, then reused: the groups change size every call.
-    if (ws.gathered_in.rows() < X.rows() || ws.gathered_in.cols() != X.cols()) {
-      ws.gathered_in.resize(X.rows(), X.cols());
-      ws.gathered_out.resize(X.rows(), X.cols());
-    }
-    auto in = ws.gathered_in.topRows(n);  // [n, d], contiguous
-    auto out = ws.gathered_out.topRows(n);
-    in = X(rows, Eigen::all);
-    path(in, out);
-    Y(rows, Eigen::all) = out;
-  }
-
   MlpT mlp_;
   SurrogateT surrogate_;
   GateT gate_;

@@ -8,10 +8,16 @@
 #include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/layer_norm.hpp"
+#include "nlb/mlp/gated_mlp.hpp"
 #include "nlb/mlp/route_counts.hpp"
+#include "nlb/model/layer_override.hpp"
 #include "nlb/model/taps.hpp"
 
 namespace nlb {
+
+namespace detail {
+struct NoAttentionWorkspace {};
+}  // namespace detail
 
 /// LayerNorm parameters: gamma, beta [d].
 template <class T, int D = Dynamic>
@@ -51,6 +57,12 @@ class Block {
     Stream normed, attn_out, mlp_in, mlp_out;  // [T, d]
     typename AttnT::Workspace attn;
     typename MlpT::Workspace mlp;
+    RoutingWorkspace<T, D> routing;  // a gated MlpOverride's routing
+    GemmScratch<T> surrogate;        // an MlpOverride surrogate's product
+    // An attention override's workspace (an AttentionSlot block uses `attn`).
+    std::conditional_t<std::is_same_v<AttnT, AttentionSlot<T, Backend>>,
+                       detail::NoAttentionWorkspace, typename AttentionSlot<T, Backend>::Workspace>
+        attn_override;
   };
 
   Block(LayerNormWeights<T, D> ln1, AttnT attn, LayerNormWeights<T, D> ln2, MlpT mlp,
@@ -72,19 +84,25 @@ class Block {
     check_dim("Block: MLP width (d)", d, mlp_.features());
   }
 
-  /// Advances the residual stream x [T, d] through this block in place.
+  /// Advances the residual stream x [T, d] through this block in place. With a `layer_override`
+  /// its attention (when not null) runs instead of this block's, and an active MLP override
+  /// instead of this block's MLP (a gated one routes its full rows to this block's own MLP,
+  /// which must then be a full MLP).
   template <class Taps = NoTaps>
   void forward(Stream& x, Workspace& ws, Index layer, KVCacheLayer<T>* cache = nullptr,
-               Taps&& taps = {}, RouteCounts* counts = nullptr) const {
+               Taps&& taps = {}, RouteCounts* counts = nullptr,
+               const LayerOverride<T, Backend>* layer_override = nullptr) const {
     const Index rows = x.rows(), d = x.cols();
     detail::fire(taps, Tap::block_input, layer, x);
     ws.attn_out.resize(rows, d);
+    const AttentionSlot<T, Backend>* attention =
+        layer_override ? layer_override->attention : nullptr;
     if (attn_norm_) {
       ws.normed.resize(rows, d);
       kernels::layer_norm_rows(Backend{}, x, ws.normed, ln1_.gamma, ln1_.beta, eps_);
-      attn_.forward(ws.normed, ws.attn_out, ws.attn, cache);
+      run_attention(attention, ws.normed, ws, cache);
     } else {
-      attn_.forward(x, ws.attn_out, ws.attn, cache);
+      run_attention(attention, x, ws, cache);
     }
     detail::fire(taps, Tap::attn_output, layer, ws.attn_out);
     ws.mlp_in.resize(rows, d);
@@ -96,7 +114,11 @@ class Block {
     }
     detail::fire(taps, Tap::mlp_input, layer, ws.mlp_in);
     ws.mlp_out.resize(rows, d);
-    run_mlp(ws.mlp_in, ws.mlp_out, ws, counts);
+    if (layer_override && layer_override->mlp.active()) {
+      run_override(layer_override->mlp, ws, counts);
+    } else {
+      run_mlp(ws.mlp_in, ws.mlp_out, ws, counts);
+    }
     detail::fire(taps, Tap::mlp_output, layer, ws.mlp_out);
     if (parallel_) {
       x += ws.attn_out + ws.mlp_out;
@@ -117,11 +139,66 @@ class Block {
   bool attn_layer_norm() const { return attn_norm_; }
 
  private:
+  // ws.attn_out = this block's attention of `in`, or the override's.
+  void run_attention(const AttentionSlot<T, Backend>* attention, const Stream& in, Workspace& ws,
+                     KVCacheLayer<T>* cache) const {
+    if (attention == nullptr) {
+      attn_.forward(in, ws.attn_out, ws.attn, cache);
+    } else if constexpr (std::is_same_v<AttnT, AttentionSlot<T, Backend>>) {
+      attention->forward(in, ws.attn_out, ws.attn, cache);
+    } else {
+      attention->forward(in, ws.attn_out, ws.attn_override, cache);
+    }
+  }
+
   // Every MLP kind has the same forward(X, Y, Workspace&) returning its RouteCounts.
   void run_mlp(const Stream& in, Stream& out, Workspace& ws, RouteCounts* counts) const {
     const RouteCounts c = mlp_.forward(in, out, ws.mlp);
     if (counts)
       *counts += c;
+  }
+
+  // ws.mlp_out = the override applied to ws.mlp_in.
+  void run_override(const MlpOverride<T, Backend>& o, Workspace& ws, RouteCounts* counts) const {
+    const auto& surrogate = *o.surrogate;
+    auto linear = [&](const auto& in, auto& out) { surrogate.forward(in, out, ws.surrogate); };
+    RouteCounts c;
+    if (o.gate == nullptr) {
+      linear(ws.mlp_in, ws.mlp_out);
+      c.linear = ws.mlp_in.rows();
+    } else {
+      // Checked before routing, so the error does not depend on how the rows fall.
+      if (!has_own_full_mlp()) {
+        throw ArgumentError(detail::expected_found("Block: the MLP of a gated override's layer",
+                                                   "a full MLP", "a surrogate or gated MLP"));
+      }
+      c = gated_route(ws.mlp_in, ws.mlp_out, *o.gate, ws.routing, linear,
+                      [&](const auto& in, auto& out) { run_own_full_mlp(in, out, ws); });
+    }
+    if (counts)
+      *counts += c;
+  }
+
+  // True when this block's MLP is a full MLP (an Mlp, or an MlpSlot holding one).
+  bool has_own_full_mlp() const {
+    if constexpr (requires { mlp_.is_full(); }) {
+      return mlp_.is_full();  // MlpSlot
+    } else {
+      return requires {
+        mlp_.hidden_features();
+      };  // Mlp
+    }
+  }
+
+  // This block's own full MLP on a group of rows (a gated override's full path; checked by
+  // has_own_full_mlp first).
+  template <class In, class Out>
+  void run_own_full_mlp(const In& in, Out& out, Workspace& ws) const {
+    if constexpr (requires { mlp_.forward_full(in, out, ws.mlp); }) {
+      mlp_.forward_full(in, out, ws.mlp);  // MlpSlot
+    } else if constexpr (requires { mlp_.hidden_features(); }) {
+      mlp_.forward(in, out, ws.mlp);  // Mlp
+    }
   }
 
   LayerNormWeights<T, D> ln1_;

@@ -13,6 +13,7 @@
 #include "nlb/model/attention_slot.hpp"
 #include "nlb/model/block.hpp"
 #include "nlb/model/config.hpp"
+#include "nlb/model/layer_override.hpp"
 #include "nlb/model/mlp_slot.hpp"
 
 namespace nlb {
@@ -61,12 +62,17 @@ struct block_workspaces<std::tuple<Blocks...>> {
 ///
 /// forward(tokens): x = E[tokens] (+ P[positions]); every block; ln_f; logits = x Uᵀ with U the
 /// unembedding (or E when tied). Cost ≈ forward_per_token FLOPs (analysis/flops.hpp) per token.
+/// The same pass in pieces, for analyses that keep the residual stream at a layer's input and
+/// continue with other MLPs or attention: embed(), run_layers() (with per-layer LayerOverride,
+/// whose gated MLPs refer to the model's own weights) and head(); forward() is exactly embed +
+/// run_layers over every layer + head. The model is never changed by any of them.
 template <class T, int D, class Layers, class Backend = backend::cpu>
 class BasicTransformer {
  public:
   using Scalar = T;
   static constexpr int size = D;
   using Stream = Activations<T, D>;
+  using Override = LayerOverride<T, Backend>;
 
   /// Scratch memory of forward passes, owned by the caller and reused across calls (gemma.cpp's
   /// `Activations`): the residual stream, one workspace per kind of block (shared by the layers
@@ -109,7 +115,7 @@ class BasicTransformer {
     const Index past = cache ? cache->length() : 0;
     check_cache("Transformer::forward", cache);
     embed(tokens, ws.x, past, taps, "Transformer::forward");
-    run_range(ws.x, 0, layer_count(), ws, cache, taps, counts);
+    run_range(ws.x, 0, layer_count(), ws, {}, cache, taps, [counts](Index) { return counts; });
     head(ws.x, logits, ws);
   }
 
@@ -131,8 +137,51 @@ class BasicTransformer {
     const Index past = cache ? cache->length() : 0;
     check_cache("Transformer::forward", cache);
     embed(tokens, x, past, taps, "Transformer::forward");
-    run_range(x, 0, layer_count(), ws, cache, taps, counts);
+    run_range(x, 0, layer_count(), ws, {}, cache, taps, [counts](Index) { return counts; });
     final_norm(x);
+  }
+
+  /// x [T, d] = E[tokens] (+ P[past .. past + T)): the residual stream at layer 0's input.
+  /// Fires Tap::embedding. Throws ArgumentError for an empty sequence, a token out of range
+  /// or more than n_positions positions.
+  template <class Taps = NoTaps>
+  void embed(std::span<const std::int32_t> tokens, Stream& x, Index past = 0,
+             Taps&& taps = {}) const {
+    embed(tokens, x, past, taps, "Transformer::embed");
+  }
+
+  /// Advances x [T, d] through layers [from, to) with `ws`. `overrides`: empty (every layer
+  /// runs its own attention and MLP) or one LayerOverride per layer (layer_count()). `cache`: the
+  /// whole model's KV cache, or null. `counts`: empty, or one RouteCounts per layer, to which layer
+  /// ℓ adds the rows it routed. Throws ArgumentError for a bad range or span size.
+  template <class Taps = NoTaps>
+  void run_layers(Stream& x, Index from, Index to, Workspace& ws,
+                  std::span<const Override> overrides = {}, KVCache<T>* cache = nullptr,
+                  Taps&& taps = {}, std::span<RouteCounts> counts = {}) const {
+    const Index layers = layer_count();
+    if (from < 0 || from > to || to > layers) {
+      throw ArgumentError(detail::expected_found(
+          "Transformer::run_layers: layer range", "0 <= from <= to <= " + std::to_string(layers),
+          "[" + std::to_string(from) + ", " + std::to_string(to) + ")"));
+    }
+    if (!overrides.empty())
+      check_dim("Transformer::run_layers: overrides (layers)", layers,
+                static_cast<Index>(overrides.size()));
+    if (!counts.empty())
+      check_dim("Transformer::run_layers: counts (layers)", layers,
+                static_cast<Index>(counts.size()));
+    check_cache("Transformer::run_layers", cache);
+    run_range(x, from, to, ws, overrides, cache, taps, [counts](Index l) {
+      return counts.empty() ? nullptr : &counts[static_cast<std::size_t>(l)];
+    });
+  }
+
+  /// The final LayerNorm on x (in place) and logits [T, vocab] = x Uᵀ.
+  void head(Stream& x, RowMatrix<T>& logits, Workspace& ws) const {
+    final_norm(x);
+    const auto& u = emb_.unembedding.size() > 0 ? emb_.unembedding : emb_.token;
+    logits.resize(x.rows(), config_.vocab_size);
+    gemm(logits, x, u.transpose(), ws.head);  // [T, vocab]
   }
 
   /// A KV cache sized for this model (n_positions positions).
@@ -169,15 +218,6 @@ class BasicTransformer {
   }
 
  private:
-  // The final LayerNorm on x (in place) and logits [T, vocab] = x Uᵀ.
-  void head(Stream& x, RowMatrix<T>& logits, Workspace& ws) const {
-    final_norm(x);
-    const auto& u = emb_.unembedding.size() > 0 ? emb_.unembedding : emb_.token;
-    logits.resize(x.rows(), config_.vocab_size);
-    gemm(logits, x, u.transpose(), ws.head);  // [T, vocab]
-  }
-
-  // x [T, d] = E[tokens] (+ P[past .. past + T)); fires Tap::embedding.
   template <class Taps>
   void embed(std::span<const std::int32_t> tokens, Stream& x, Index past, Taps& taps,
              const char* what) const {
@@ -192,18 +232,26 @@ class BasicTransformer {
     detail::fire(taps, Tap::embedding, 0, x);
   }
 
-  // Layers [from, to) in order, each kind of block with its workspace.
-  template <class Taps>
-  void run_range(Stream& x, Index from, Index to, Workspace& ws, KVCache<T>* cache, Taps& taps,
-                 RouteCounts* counts) const {
-    for_each_layer([&](const auto& block, Index layer) {
-      if (layer < from || layer >= to)
-        return;
+  // Layers [from, to) in order; counts_of(layer) is the RouteCounts* of that layer (or null).
+  template <class Taps, class CountsOf>
+  void run_range(Stream& x, Index from, Index to, Workspace& ws,
+                 std::span<const Override> overrides, KVCache<T>* cache, Taps& taps,
+                 CountsOf&& counts_of) const {
+    auto run = [&](const auto& block, Index layer) {
       using BlockWs = typename std::decay_t<decltype(block)>::Workspace;
-      block.forward(x, std::get<BlockWs>(ws.blocks), layer,
-                    cache ? &cache->layers[static_cast<std::size_t>(layer)] : nullptr, taps,
-                    counts);
-    });
+      const auto l = static_cast<std::size_t>(layer);
+      block.forward(x, std::get<BlockWs>(ws.blocks), layer, cache ? &cache->layers[l] : nullptr,
+                    taps, counts_of(layer), overrides.empty() ? nullptr : &overrides[l]);
+    };
+    if constexpr (detail::is_std_vector<Layers>) {
+      for (Index l = from; l < to; ++l)
+        run(layers_[static_cast<std::size_t>(l)], l);
+    } else {
+      for_each_layer([&](const auto& block, Index layer) {
+        if (layer >= from && layer < to)
+          run(block, layer);
+      });
+    }
   }
 
   void final_norm(Stream& x) const {
