@@ -57,11 +57,11 @@ int main(int argc, char** argv) {
                       nlb::RowVector<float>::Zero(D));
   const nlb::LayerNormWeights<float, D> norm{nlb::RowVector<float, D>::Ones(D),
                                              nlb::RowVector<float, D>::Zero(D)};
-  const SDBlock block(norm, std::move(attention), norm,
-                      LayerMlp(random<D, 4 * D>(D, 4 * D, 0.1f),
-                               nlb::RowVector<float, 4 * D>::Zero(4 * D),
-                               random<4 * D, D>(4 * D, D, 0.1f), nlb::RowVector<float, D>::Zero(D)),
-                      /*parallel_residual=*/false, 1e-5f);
+  const SDBlock block(
+      norm, std::move(attention), norm,
+      LayerMlp(random<D, 4 * D>(D, 4 * D, 0.1f), nlb::RowVector<float, 4 * D>::Zero(4 * D),
+               random<4 * D, D>(4 * D, D, 0.1f), nlb::RowVector<float, D>::Zero(D)),
+      /*parallel_residual=*/false, 1e-5f);
 
   // The whole sequence in one call (a residual stream x [T, d], advanced in place).
   const nlb::Activations<float, D> input = random(T, D, 1.0f);
@@ -81,9 +81,9 @@ int main(int argc, char** argv) {
   const nlb::RowMatrix<float> S = first_head.dense();  // [d, d]
   const float skew = (S + S.transpose()).cwiseAbs().maxCoeff();
   const Index sd_params = heads * (2 * D * (Rank / 2) + D) + 2 * D * D;  // U, V, θ per head; V, O
-  const Index dense_params = 4 * D * D;                                   // Q, K, V, O
-  std::printf("S–D block, d = %d, %ld heads of rank %d, %ld tokens\n", D,
-              static_cast<long>(heads), Rank, static_cast<long>(T));
+  const Index dense_params = 4 * D * D;                                  // Q, K, V, O
+  std::printf("S–D block, d = %d, %ld heads of rank %d, %ld tokens\n", D, static_cast<long>(heads),
+              Rank, static_cast<long>(T));
   std::printf("one call vs token by token with a KV cache: max |difference| %.2e\n", max_gap);
   std::printf("routing S + Sᵀ (head 0): max |entry| %.1e (exactly skew-symmetric)\n", skew);
   std::printf("attention weights: %ld (S–D) vs %ld (dense)\n", static_cast<long>(sd_params),

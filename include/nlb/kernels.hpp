@@ -1,5 +1,5 @@
-// Umbrella for nlb/kernels: the row kernels (GELU, LayerNorm, softmax, rotary, softplus, ELU+1), each with a scalar
-// reference and an xsimd form selected by the backend tag. See docs/kernels.md.
+// Umbrella for nlb/kernels: the row kernels (GELU, LayerNorm, softmax, rotary, softplus, ELU+1),
+// each with a scalar reference and an xsimd form selected by the backend tag. See docs/kernels.md.
 #pragma once
 
 #include "nlb/kernels/elu_feature.hpp"

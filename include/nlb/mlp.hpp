@@ -1,5 +1,5 @@
-// Umbrella for nlb/mlp: the MLP-budget components: Mlp, RidgeStats and RidgeSurrogate, HyperplaneGate (with
-// its labels and calibration) and GatedMLP (PAPERS §A). See docs/mlp.md.
+// Umbrella for nlb/mlp: the MLP-budget components: Mlp, RidgeStats and RidgeSurrogate,
+// HyperplaneGate (with its labels and calibration) and GatedMLP (PAPERS §A). See docs/mlp.md.
 #pragma once
 
 #include "nlb/mlp/activation.hpp"

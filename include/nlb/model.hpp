@@ -1,5 +1,5 @@
-// Umbrella for nlb/model: the reference transformer: Block, the per-layer slots, Transformer, configs,
-// model-directory loaders, losses, sampling and taps. See docs/architectures.md.
+// Umbrella for nlb/model: the reference transformer: Block, the per-layer slots, Transformer,
+// configs, model-directory loaders, losses, sampling and taps. See docs/architectures.md.
 #pragma once
 
 #include "nlb/model/attention_slot.hpp"

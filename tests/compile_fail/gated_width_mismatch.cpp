@@ -13,4 +13,6 @@ using Surrogate = nlb::RidgeSurrogate<float, 16, 16>;
 using Surrogate = nlb::RidgeSurrogate<float, 8, 8>;
 #endif
 
-int main() { return sizeof(nlb::GatedMLP<MlpT, Surrogate, Gate>) > 0 ? 0 : 1; }
+int main() {
+  return sizeof(nlb::GatedMLP<MlpT, Surrogate, Gate>) > 0 ? 0 : 1;
+}

@@ -8,4 +8,6 @@ using MlpT = nlb::Mlp<float, 8, 32, nlb::GeluTanh, nlb::backend::cuda>;
 using MlpT = nlb::Mlp<float, 8, 32, nlb::GeluTanh, nlb::backend::scalar>;
 #endif
 
-int main() { return sizeof(MlpT) > 0 ? 0 : 1; }
+int main() {
+  return sizeof(MlpT) > 0 ? 0 : 1;
+}

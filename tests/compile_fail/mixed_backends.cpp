@@ -14,4 +14,6 @@ using MlpT = nlb::Mlp<float, 8, 32, nlb::GeluTanh, nlb::backend::scalar>;
 using MlpT = nlb::Mlp<float, 8, 32, nlb::GeluTanh, nlb::backend::cpu>;
 #endif
 
-int main() { return sizeof(nlb::GatedMLP<MlpT, Surrogate, Gate>) > 0 ? 0 : 1; }
+int main() {
+  return sizeof(nlb::GatedMLP<MlpT, Surrogate, Gate>) > 0 ? 0 : 1;
+}

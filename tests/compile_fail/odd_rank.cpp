@@ -8,4 +8,6 @@ using Routing = nlb::SkewSymmetricRouting<float, 3>;
 using Routing = nlb::SkewSymmetricRouting<float, 4>;
 #endif
 
-int main() { return sizeof(Routing) > 0 ? 0 : 1; }
+int main() {
+  return sizeof(Routing) > 0 ? 0 : 1;
+}

@@ -69,9 +69,9 @@ void check_model_against_fixture(const std::filesystem::path& model_dir,
     std::map<std::string, Eigen::MatrixXd> taps;
     RowMatrix<T> logits;
     model.forward(tokens, logits, [&](Tap tap, Index layer, const auto& m) {
-      const std::string key =
-          tap == Tap::embedding ? "tap.embedding"
-                                : "tap." + std::to_string(layer) + "." + std::string(to_string(tap));
+      const std::string key = tap == Tap::embedding ? "tap.embedding"
+                                                    : "tap." + std::to_string(layer) + "." +
+                                                          std::string(to_string(tap));
       taps[key] = m.template cast<double>();
     });
     worst_logits = std::max(worst_logits, relative_to_max(logits, window_of(ref, "logits_f64", w)));

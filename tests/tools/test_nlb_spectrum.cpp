@@ -259,8 +259,8 @@ BOOST_AUTO_TEST_CASE(bad_command_line_exits_2) {
         model + "--text '" + eval_text.string() + "' --max-windows -1",
         model + "--text '" + eval_text.string() + "' --context 1",
         model + "--text '" + eval_text.string() + "' --context 100000", model + "stray",
-        model + "--text '" + eval_text.string() + "' --token-dtype u32",
-        model + "--qk-bias bogus", model + "--qk-bias ignore", model + "--qk-bias Homogeneous",
+        model + "--text '" + eval_text.string() + "' --token-dtype u32", model + "--qk-bias bogus",
+        model + "--qk-bias ignore", model + "--qk-bias Homogeneous",
         model + "--qk-bias exclude --qk-bias homogeneous"}) {
     const auto r = run_spectrum(dir, args + " --out bad");
     BOOST_TEST(r.exit_code == 2, args);

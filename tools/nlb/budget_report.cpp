@@ -289,8 +289,8 @@ std::string budget_report_markdown(const BudgetReport<float>& r, const BudgetSou
   const Index layers = r.config.n_layers;
   std::ostringstream md;
   md << "# MLP budget report\n\n"
-     << "Model `" << src.model << "` (" << to_string(r.config.architecture) << ", "
-     << layers << " layers, d = " << r.config.d_model << ", h = " << r.config.d_hidden << ", vocab "
+     << "Model `" << src.model << "` (" << to_string(r.config.architecture) << ", " << layers
+     << " layers, d = " << r.config.d_model << ", h = " << r.config.d_hidden << ", vocab "
      << r.config.vocab_size << "), float32. What every number means: "
      << "docs/budget.md.\n\n"
      << "## Protocol\n\n"

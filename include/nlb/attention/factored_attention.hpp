@@ -12,9 +12,9 @@
 
 #include "nlb/attention/dense_attention.hpp"
 #include "nlb/attention/detail/causal_product.hpp"
+#include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/softmax.hpp"
-#include "nlb/attention/kv_cache.hpp"
 
 namespace nlb {
 

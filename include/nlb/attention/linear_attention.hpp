@@ -9,10 +9,10 @@
 #include <utility>
 
 #include "nlb/attention/dense_attention.hpp"
+#include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/elu_feature.hpp"
 #include "nlb/kernels/rotary.hpp"
-#include "nlb/attention/kv_cache.hpp"
 
 namespace nlb {
 

@@ -66,11 +66,11 @@ inline std::vector<std::int32_t> read_token_file(const std::filesystem::path& pa
   const std::size_t width = token_dtype_size(dtype);
   const std::string file = path.string();
   if (bytes.size() % width != 0) {
-    throw FormatError(file + ": " +
-                      nlb::detail::expected_found(
-                          "size of a " + std::string(to_string(dtype)) + " token file",
-                          "a multiple of " + std::to_string(width) + " bytes",
-                          std::to_string(bytes.size()) + " bytes"));
+    throw FormatError(
+        file + ": " +
+        nlb::detail::expected_found("size of a " + std::string(to_string(dtype)) + " token file",
+                                    "a multiple of " + std::to_string(width) + " bytes",
+                                    std::to_string(bytes.size()) + " bytes"));
   }
   const std::size_t count = bytes.size() / width;
   std::vector<std::int32_t> tokens(count);

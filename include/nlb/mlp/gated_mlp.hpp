@@ -141,8 +141,7 @@ class GatedMLP {
   /// Composes the three parts; throws ShapeError if their run-time widths differ.
   GatedMLP(MlpT mlp, SurrogateT surrogate, GateT gate)
       : mlp_(std::move(mlp)), surrogate_(std::move(surrogate)), gate_(std::move(gate)) {
-    check_dim("GatedMLP: surrogate input width (MLP d)", mlp_.features(),
-              surrogate_.features());
+    check_dim("GatedMLP: surrogate input width (MLP d)", mlp_.features(), surrogate_.features());
     check_dim("GatedMLP: surrogate output width (MLP d)", mlp_.features(),
               surrogate_.out_features());
     check_dim("GatedMLP: gate width (MLP d)", mlp_.features(), gate_.features());

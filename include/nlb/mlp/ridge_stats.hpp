@@ -107,8 +107,7 @@ class RidgeStats {
   /// Merging empty statistics changes nothing. Throws ShapeError if the widths differ.
   /// Cost: O(d_in² + d_in d_out).
   void merge(const RidgeStats& other) {
-    check_dim("RidgeStats::merge: d_in of the merged statistics", features(),
-              other.features());
+    check_dim("RidgeStats::merge: d_in of the merged statistics", features(), other.features());
     check_dim("RidgeStats::merge: d_out of the merged statistics", out_features(),
               other.out_features());
     if (other.n_ == 0)

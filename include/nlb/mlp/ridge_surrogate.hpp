@@ -194,8 +194,7 @@ class RidgeSurrogate {
         "RidgeSurrogate::fit: the statistics' compile-time sizes differ from the surrogate's");
     ridge::detail::check_lambda("RidgeSurrogate::fit", lambda);
     if constexpr (DIn != Dynamic) {
-      check_dim("RidgeSurrogate::fit: statistics d_in (compile-time d_in)", DIn,
-                stats.features());
+      check_dim("RidgeSurrogate::fit: statistics d_in (compile-time d_in)", DIn, stats.features());
     }
     if constexpr (DOut != Dynamic) {
       check_dim("RidgeSurrogate::fit: statistics d_out (compile-time d_out)", DOut,

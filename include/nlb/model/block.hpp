@@ -36,7 +36,8 @@ struct LayerNormWeights {
 /// returning the rows per path (RouteCounts).
 template <class T, int D, class AttnT, class MlpT, class Backend = backend::cpu>
 class Block {
-  static_assert(std::is_same_v<typename AttnT::Scalar, T> && std::is_same_v<typename MlpT::Scalar, T>,
+  static_assert(std::is_same_v<typename AttnT::Scalar, T> &&
+                    std::is_same_v<typename MlpT::Scalar, T>,
                 "Block: attention, MLP and block must share one scalar type");
   static_assert(std::is_same_v<typename AttnT::backend_type, Backend> &&
                     std::is_same_v<typename MlpT::backend_type, Backend>,
