@@ -231,18 +231,8 @@ class RidgeSurrogate {
   template <class XDerived, class YDerived>
   RouteCounts forward(const Eigen::MatrixBase<XDerived>& X,
                       const Eigen::MatrixBase<YDerived>& Y) const {
-    static_assert(std::is_same_v<typename XDerived::Scalar, T> &&
-                      std::is_same_v<typename YDerived::Scalar, T>,
-                  "RidgeSurrogate::forward: X and Y must have the surrogate's scalar type");
-    check_dim("RidgeSurrogate::forward: input width (d_in)", features(), X.cols());
-    check_dim("RidgeSurrogate::forward: output rows (T)", X.rows(), Y.rows());
-    check_dim("RidgeSurrogate::forward: output width (d_out)", out_features(), Y.cols());
-    // Eigen's idiom for writable expression arguments (temporaries such as blocks bind to
-    // const&): the constness is shed here, on the caller's own expression.
-    auto& out = const_cast<Eigen::MatrixBase<YDerived>&>(Y);
-    out.noalias() = X * weight_;  // [T, d_out]
-    out.rowwise() += bias_;
-    return {X.rows(), 0};  // every row took the linear path
+    Workspace scratch;  // the same product with temporary packing buffers
+    return forward(X, Y, scratch);
   }
 
   /// Y = X W + b as above, with the product's packing buffers in `scratch` (core/gemm_scratch.hpp):
@@ -256,8 +246,10 @@ class RidgeSurrogate {
     check_dim("RidgeSurrogate::forward: input width (d_in)", features(), X.cols());
     check_dim("RidgeSurrogate::forward: output rows (T)", X.rows(), Y.rows());
     check_dim("RidgeSurrogate::forward: output width (d_out)", out_features(), Y.cols());
-    auto& out = const_cast<Eigen::MatrixBase<YDerived>&>(Y);  // as in forward(X, Y)
-    gemm(out.derived(), X.derived(), weight_, scratch);       // [T, d_out]
+    // Eigen's idiom for writable expression arguments (temporaries such as blocks bind to
+    // const&): the constness is shed here, on the caller's own expression.
+    auto& out = const_cast<Eigen::MatrixBase<YDerived>&>(Y);
+    gemm(out.derived(), X.derived(), weight_, scratch);  // [T, d_out]
     out.rowwise() += bias_;
     return {X.rows(), 0};
   }
