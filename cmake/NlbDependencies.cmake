@@ -25,3 +25,14 @@ if(NOT TARGET xtl)
 endif()
 
 find_package(nlohmann_json 3.10 REQUIRED)
+
+# utf8proc 2.5 or later (Debian: libutf8proc-dev) for nlb/text: NFC and the general categories
+# of the GPT-2 split (docs/dependencies.md). Optional: without it nlbudget builds without the
+# text family (NLB_WITH_TEXT OFF) and says so. nlbudgetConfig.cmake sets NLB_REQUIRE_UTF8PROC
+# when the installed package was built with it, since its target then links utf8proc::utf8proc.
+# Found by cmake/Findutf8proc.cmake (Debian ships no CMake package for it).
+if(NLB_REQUIRE_UTF8PROC)
+  find_package(utf8proc 2.5 REQUIRED)
+else()
+  find_package(utf8proc 2.5)
+endif()

@@ -19,8 +19,14 @@ write_basic_package_version_file(
 install(FILES "${PROJECT_BINARY_DIR}/nlbudgetConfig.cmake"
               "${PROJECT_BINARY_DIR}/nlbudgetConfigVersion.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/NlbDependencies.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/Findutf8proc.cmake"
         DESTINATION "${NLB_CMAKE_INSTALL_DIR}")
 
+# nlb/text adds libutf8proc (its pkg-config name on Debian) when it was built in.
+set(NLB_PC_TEXT_REQUIRES "")
+if(NLB_WITH_TEXT)
+  set(NLB_PC_TEXT_REQUIRES ", libutf8proc")
+endif()
 configure_file("${PROJECT_SOURCE_DIR}/cmake/nlbudget.pc.in" "${PROJECT_BINARY_DIR}/nlbudget.pc"
                @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/nlbudget.pc" DESTINATION "${CMAKE_INSTALL_DATADIR}/pkgconfig")

@@ -5,7 +5,7 @@
 # Why each package is here: docs/dependencies.md.
 NLB_DEBIAN_PACKAGES=(
   cmake g++ make pkg-config
-  libeigen3-dev libxsimd-dev nlohmann-json3-dev
+  libeigen3-dev libxsimd-dev nlohmann-json3-dev libutf8proc-dev
   libboost-test-dev libbenchmark-dev
 )
 

@@ -9,4 +9,9 @@
 #include "nlb/kernels.hpp"
 #include "nlb/mlp.hpp"
 #include "nlb/model.hpp"
+// nlb/text needs utf8proc, an optional dependency (docs/dependencies.md): included where its
+// header is installed.
+#if __has_include(<utf8proc.h>)
+#include "nlb/text.hpp"
+#endif
 #include "nlb/version.hpp"  // generated from project(VERSION) into the build tree

@@ -1,0 +1,244 @@
+// BpeModel: byte-pair encoding over bytes. A vocabulary of byte strings (id -> bytes) and a
+// ranked list of merges (left id, right id -> the id of their concatenation). A piece of text
+// starts as its bytes, each its single-byte token; the adjacent pair with the lowest merge rank
+// is merged (the leftmost of equal ranks first) until no adjacent pair has a merge — the rule
+// of GPT-2's encoder.py and HF tokenizers' BPE model. The loaders (gpt2_files.hpp,
+// tokenizer_json.hpp) check a vocabulary and its merges before building one.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace nlb::text {
+
+/// One merge: the pair `left`, `right` (token ids) becomes `result`.
+struct BpeMerge {
+  std::int32_t left;
+  std::int32_t right;
+  std::int32_t result;
+};
+
+namespace detail {
+
+/// Hash for heterogeneous lookup of std::string keys by std::string_view.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+}  // namespace detail
+
+class BpeModel {
+ public:
+  /// Pieces longer than this are not cached (long pieces rarely repeat).
+  static constexpr std::size_t max_cached_piece = 64;
+  /// The cache is emptied when it holds this many pieces, which bounds its memory.
+  static constexpr std::size_t max_cached_pieces = 1 << 16;
+
+  /// `tokens[id]` are the bytes of token `id`; `merges` in rank order (rank = index). The
+  /// preconditions — which the loaders check and report as FormatError — are: the tokens are
+  /// distinct, every byte value is one of them, and each merge's result is the concatenation of
+  /// its parts. O(tokens + merges).
+  BpeModel(std::vector<std::string> tokens, const std::vector<BpeMerge>& merges)
+      : tokens_(std::move(tokens)) {
+    byte_ids_.fill(-1);
+    ids_.reserve(tokens_.size());
+    for (std::size_t id = 0; id < tokens_.size(); ++id) {
+      ids_.emplace(tokens_[id], static_cast<std::int32_t>(id));
+      if (tokens_[id].size() == 1)
+        byte_ids_[static_cast<unsigned char>(tokens_[id][0])] = static_cast<std::int32_t>(id);
+    }
+    merges_.reserve(merges.size());
+    for (std::size_t rank = 0; rank < merges.size(); ++rank) {
+      // A pair listed twice keeps its first (lowest) rank, as HF tokenizers does.
+      merges_.emplace(pair_key(merges[rank].left, merges[rank].right),
+                      Rule{static_cast<std::int32_t>(rank), merges[rank].result});
+    }
+  }
+
+  // Copies and moves take the vocabulary and merges, not the cache (a cache is per object).
+  BpeModel(const BpeModel& other)
+      : tokens_(other.tokens_), ids_(other.ids_), merges_(other.merges_), byte_ids_(other.byte_ids_) {}
+  BpeModel(BpeModel&& other) noexcept
+      : tokens_(std::move(other.tokens_)),
+        ids_(std::move(other.ids_)),
+        merges_(std::move(other.merges_)),
+        byte_ids_(other.byte_ids_) {}
+  BpeModel& operator=(BpeModel other) noexcept {
+    tokens_ = std::move(other.tokens_);
+    ids_ = std::move(other.ids_);
+    merges_ = std::move(other.merges_);
+    byte_ids_ = other.byte_ids_;
+    std::lock_guard lock(cache_mutex_);
+    cache_.clear();
+    return *this;
+  }
+  ~BpeModel() = default;
+
+  /// Number of tokens.
+  std::int32_t size() const { return static_cast<std::int32_t>(tokens_.size()); }
+  /// The bytes of token `id` (0 <= id < size()).
+  const std::string& token(std::int32_t id) const { return tokens_[static_cast<std::size_t>(id)]; }
+  /// The id of the token whose bytes are `bytes`, if any. O(length) expected.
+  std::optional<std::int32_t> find(std::string_view bytes) const {
+    const auto it = ids_.find(bytes);
+    return it == ids_.end() ? std::nullopt : std::optional<std::int32_t>(it->second);
+  }
+  /// The id of the single-byte token of `byte`.
+  std::int32_t byte_id(unsigned char byte) const { return byte_ids_[byte]; }
+  /// Number of merges (distinct pairs).
+  std::size_t merge_count() const { return merges_.size(); }
+
+  /// Appends the ids of `piece` (bytes) to `out`. O(n log n) in the bytes of the piece: a
+  /// binary heap of candidate pairs, each merge invalidating at most two and adding two. Pieces
+  /// of up to max_cached_piece bytes are cached: a cache shared by the threads that use this
+  /// model, behind a mutex, so concurrent calls are safe.
+  void encode_piece(std::string_view piece, std::vector<std::int32_t>& out) const {
+    if (piece.empty())
+      return;
+    if (piece.size() == 1) {
+      out.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
+      return;
+    }
+    const bool cacheable = piece.size() <= max_cached_piece;
+    if (cacheable) {
+      std::lock_guard lock(cache_mutex_);
+      const auto it = cache_.find(piece);
+      if (it != cache_.end()) {
+        out.insert(out.end(), it->second.begin(), it->second.end());
+        return;
+      }
+    }
+    const std::size_t first = out.size();
+    merge(piece, out);
+    if (cacheable) {
+      std::lock_guard lock(cache_mutex_);
+      if (cache_.size() >= max_cached_pieces)
+        cache_.clear();
+      cache_.emplace(std::string(piece),
+                     std::vector<std::int32_t>(out.begin() + static_cast<std::ptrdiff_t>(first),
+                                               out.end()));
+    }
+  }
+
+  /// Empties the piece cache (its memory is bounded anyway; this is for measurements and for
+  /// callers that want the memory back).
+  void clear_cache() const {
+    std::lock_guard lock(cache_mutex_);
+    cache_.clear();
+  }
+
+  /// The merges in rank order (a pair listed twice once, at its first rank).
+  /// O(merges log merges).
+  std::vector<BpeMerge> merge_list() const {
+    std::vector<std::pair<std::int32_t, BpeMerge>> ranked;
+    ranked.reserve(merges_.size());
+    for (const auto& [key, rule] : merges_) {
+      ranked.push_back({rule.rank,
+                        {static_cast<std::int32_t>(key >> 32),
+                         static_cast<std::int32_t>(key & 0xFFFFFFFFu), rule.result}});
+    }
+    std::sort(ranked.begin(), ranked.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<BpeMerge> list;
+    list.reserve(ranked.size());
+    for (const auto& [rank, m] : ranked)
+      list.push_back(m);
+    return list;
+  }
+
+ private:
+  struct Rule {
+    std::int32_t rank;
+    std::int32_t result;
+  };
+  static std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) |
+           static_cast<std::uint32_t>(right);
+  }
+
+  // The merge loop. Symbols form a doubly linked list over the piece's bytes; the heap holds
+  // (rank, position of the left symbol, the two ids it was made for), so an entry whose symbols
+  // have changed since is recognised and dropped when popped. A symbol's id only ever grows
+  // into a longer token, so equal ids mean unchanged symbols.
+  void merge(std::string_view piece, std::vector<std::int32_t>& out) const {
+    struct Symbol {
+      std::int32_t id;
+      std::int32_t prev;
+      std::int32_t next;  // -1: none
+    };
+    struct Candidate {
+      std::int32_t rank;
+      std::int32_t pos;
+      std::int32_t left;
+      std::int32_t right;
+      std::int32_t result;
+      bool operator>(const Candidate& other) const {
+        return rank != other.rank ? rank > other.rank : pos > other.pos;
+      }
+    };
+    const auto n = static_cast<std::int32_t>(piece.size());
+    std::vector<Symbol> symbols(static_cast<std::size_t>(n));
+    for (std::int32_t i = 0; i < n; ++i) {
+      symbols[static_cast<std::size_t>(i)] = {
+          byte_ids_[static_cast<unsigned char>(piece[static_cast<std::size_t>(i)])], i - 1,
+          i + 1 < n ? i + 1 : -1};
+    }
+    std::vector<Candidate> storage;
+    storage.reserve(static_cast<std::size_t>(n));
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap(
+        std::greater<>{}, std::move(storage));
+    const auto consider = [&](std::int32_t pos) {
+      const Symbol& left = symbols[static_cast<std::size_t>(pos)];
+      if (left.next < 0)
+        return;
+      const std::int32_t right = symbols[static_cast<std::size_t>(left.next)].id;
+      const auto it = merges_.find(pair_key(left.id, right));
+      if (it != merges_.end())
+        heap.push({it->second.rank, pos, left.id, right, it->second.result});
+    };
+    for (std::int32_t i = 0; i + 1 < n; ++i)
+      consider(i);
+    while (!heap.empty()) {
+      const Candidate c = heap.top();
+      heap.pop();
+      Symbol& left = symbols[static_cast<std::size_t>(c.pos)];
+      if (left.id != c.left || left.next < 0 ||
+          symbols[static_cast<std::size_t>(left.next)].id != c.right)
+        continue;  // stale: one of the two symbols has been merged since
+      Symbol& right = symbols[static_cast<std::size_t>(left.next)];
+      left.id = c.result;
+      left.next = right.next;
+      if (right.next >= 0)
+        symbols[static_cast<std::size_t>(right.next)].prev = c.pos;
+      right.id = -1;  // removed
+      if (left.prev >= 0)
+        consider(left.prev);
+      consider(c.pos);
+    }
+    for (std::int32_t i = 0; i >= 0; i = symbols[static_cast<std::size_t>(i)].next)
+      out.push_back(symbols[static_cast<std::size_t>(i)].id);
+  }
+
+  std::vector<std::string> tokens_;  // id -> bytes
+  std::unordered_map<std::string, std::int32_t, detail::StringHash, std::equal_to<>> ids_;
+  std::unordered_map<std::uint64_t, Rule> merges_;
+  std::array<std::int32_t, 256> byte_ids_{};
+  mutable std::mutex cache_mutex_;
+  mutable std::unordered_map<std::string, std::vector<std::int32_t>, detail::StringHash,
+                             std::equal_to<>>
+      cache_;
+};
+
+}  // namespace nlb::text
