@@ -43,15 +43,23 @@ void run(benchmark::State& state, const std::string& file, bool cold) {
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
   state.counters["tokens"] = static_cast<double>(tokens);
-  state.counters["tokens/s"] = benchmark::Counter(
-      static_cast<double>(tokens) * static_cast<double>(state.iterations()),
-      benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(tokens) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
 }
 
-void BM_encode_kjv_warm(benchmark::State& s) { run(s, "kjv-eval.txt", false); }
-void BM_encode_kjv_cold(benchmark::State& s) { run(s, "kjv-eval.txt", true); }
-void BM_encode_jargon_warm(benchmark::State& s) { run(s, "jargon-eval.txt", false); }
-void BM_encode_jargon_cold(benchmark::State& s) { run(s, "jargon-eval.txt", true); }
+void BM_encode_kjv_warm(benchmark::State& s) {
+  run(s, "kjv-eval.txt", false);
+}
+void BM_encode_kjv_cold(benchmark::State& s) {
+  run(s, "kjv-eval.txt", true);
+}
+void BM_encode_jargon_warm(benchmark::State& s) {
+  run(s, "jargon-eval.txt", false);
+}
+void BM_encode_jargon_cold(benchmark::State& s) {
+  run(s, "jargon-eval.txt", true);
+}
 
 }  // namespace
 

@@ -32,15 +32,15 @@ const fs::path neox_file = source_dir / "models/neox-style-tokenizer/tokenizer.j
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  BOOST_REQUIRE_MESSAGE(in, "missing file " << path.string()
-                                            << " (tools/node/README.md regenerates it)");
+  BOOST_REQUIRE_MESSAGE(
+      in, "missing file " << path.string() << " (tools/node/README.md regenerates it)");
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // The fixture; a missing or empty fixture fails the test that asks for it.
 const nlohmann::json& fixture() {
-  static const nlohmann::json data = nlohmann::json::parse(
-      read_file(source_dir / "tests/fixtures/tokenizer-reference.json"));
+  static const nlohmann::json data =
+      nlohmann::json::parse(read_file(source_dir / "tests/fixtures/tokenizer-reference.json"));
   return data;
 }
 const nlohmann::json& cases() {
@@ -73,35 +73,36 @@ fs::path write_gpt2_tokenizer_json(const nlb::test::ScratchDir& dir) {
                                      {"add_prefix_space", false},
                                      {"trim_offsets", true},
                                      {"use_regex", true}};
-  const nlohmann::json doc = {
-      {"version", "1.0"},
-      {"truncation", nullptr},
-      {"padding", nullptr},
-      {"added_tokens",
-       {{{"id", 50256},
-         {"content", "<|endoftext|>"},
-         {"single_word", false},
-         {"lstrip", false},
-         {"rstrip", false},
-         {"normalized", true},
-         {"special", true}}}},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", byte_level},
-      {"post_processor", byte_level},
-      {"decoder", byte_level},
-      {"model",
-       {{"type", "BPE"},
-        {"dropout", nullptr},
-        {"unk_token", nullptr},
-        {"continuing_subword_prefix", ""},
-        {"end_of_word_suffix", ""},
-        {"fuse_unk", false},
-        {"vocab", vocab},
-        {"merges", merges}}}};
+  const nlohmann::json doc = {{"version", "1.0"},
+                              {"truncation", nullptr},
+                              {"padding", nullptr},
+                              {"added_tokens",
+                               {{{"id", 50256},
+                                 {"content", "<|endoftext|>"},
+                                 {"single_word", false},
+                                 {"lstrip", false},
+                                 {"rstrip", false},
+                                 {"normalized", true},
+                                 {"special", true}}}},
+                              {"normalizer", nullptr},
+                              {"pre_tokenizer", byte_level},
+                              {"post_processor", byte_level},
+                              {"decoder", byte_level},
+                              {"model",
+                               {{"type", "BPE"},
+                                {"dropout", nullptr},
+                                {"unk_token", nullptr},
+                                {"continuing_subword_prefix", ""},
+                                {"end_of_word_suffix", ""},
+                                {"fuse_unk", false},
+                                {"vocab", vocab},
+                                {"merges", merges}}}};
   return dir.write_text("tokenizer.json", doc.dump());
 }
 
-Ids ids_of(const nlohmann::json& value) { return value.get<Ids>(); }
+Ids ids_of(const nlohmann::json& value) {
+  return value.get<Ids>();
+}
 
 bool has_special(const std::string& text) {
   return text.find("<|endoftext|>") != std::string::npos ||
@@ -143,8 +144,7 @@ BOOST_AUTO_TEST_CASE(gpt2_matches_tiktoken_and_hf_tokenizers) {
     if (c.contains("gpt2_allow_special")) {
       const Ids allowed = ids_of(c.at("gpt2_allow_special").at("tiktoken"));
       BOOST_TEST(ids_of(c.at("gpt2_allow_special").at("hf_tokenizers")) == allowed);
-      BOOST_TEST(gpt2().encode(text, SpecialTokens::allowed) == allowed,
-                 "case \"" << name << "\"");
+      BOOST_TEST(gpt2().encode(text, SpecialTokens::allowed) == allowed, "case \"" << name << "\"");
     } else {
       BOOST_TEST(gpt2().encode(text, SpecialTokens::allowed) == expected);
     }
@@ -195,10 +195,26 @@ BOOST_AUTO_TEST_CASE(round_trips_are_exact) {
 
 // Ill-formed UTF-8 is encoded byte-wise: never an exception, never a lost byte.
 BOOST_AUTO_TEST_CASE(ill_formed_utf8_round_trips) {
-  const std::vector<std::string> crafted = {
-      "\xff", "\xfe\xff", "\xc0\x80", "\xc1\xbf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
-      "\xf8\x88\x80\x80\x80", "\xe2\x82", "caf\xc3", "a\x80" "b", "\xf0\x9f\x98", "\xf0\x9f\x98 x",
-      std::string("nul\0byte", 8), "\xef\xbb\xbf" "bom", "\xc3\xa9\xcc", " \xff\xfe!", "don\x92t"};
+  const std::vector<std::string> crafted = {"\xff",
+                                            "\xfe\xff",
+                                            "\xc0\x80",
+                                            "\xc1\xbf",
+                                            "\xe0\x80\xaf",
+                                            "\xed\xa0\x80",
+                                            "\xf4\x90\x80\x80",
+                                            "\xf8\x88\x80\x80\x80",
+                                            "\xe2\x82",
+                                            "caf\xc3",
+                                            "a\x80"
+                                            "b",
+                                            "\xf0\x9f\x98",
+                                            "\xf0\x9f\x98 x",
+                                            std::string("nul\0byte", 8),
+                                            "\xef\xbb\xbf"
+                                            "bom",
+                                            "\xc3\xa9\xcc",
+                                            " \xff\xfe!",
+                                            "don\x92t"};
   for (const std::string& text : crafted) {
     BOOST_TEST(gpt2().decode(gpt2().encode(text)) == text);
     BOOST_TEST(neox().decode(neox().encode(text)) == nlb::text::detail::nfc(text));
@@ -227,24 +243,41 @@ BOOST_AUTO_TEST_CASE(ill_formed_utf8_splits_as_replacement_characters) {
     }
     return out;
   };
-  BOOST_TEST(lengths("\xe2\x82") == (std::vector<int>{-2}));          // truncated 3-byte
-  BOOST_TEST(lengths("\xf0\x9f\x98" "a") == (std::vector<int>{-3, 1}));  // truncated 4-byte
+  BOOST_TEST(lengths("\xe2\x82") == (std::vector<int>{-2}));  // truncated 3-byte
+  BOOST_TEST(lengths("\xf0\x9f\x98"
+                     "a") == (std::vector<int>{-3, 1}));                  // truncated 4-byte
   BOOST_TEST(lengths("\xed\xa0\x80") == (std::vector<int>{-1, -1, -1}));  // a surrogate
   BOOST_TEST(lengths("\xc0\xaf") == (std::vector<int>{-1, -1}));          // overlong
   BOOST_TEST(lengths("\xf4\x90\x80\x80") == (std::vector<int>{-1, -1, -1, -1}));  // > U+10FFFF
   BOOST_TEST(lengths("\xc3\xa9\xe2\x82\xac") == (std::vector<int>{2, 3}));
 
   using V = std::vector<std::string_view>;
-  BOOST_TEST(nlb::text::split_gpt2_pieces("ab\xff" "cd") == (V{"ab", "\xff", "cd"}));
+  BOOST_TEST(nlb::text::split_gpt2_pieces("ab\xff"
+                                          "cd") == (V{"ab", "\xff", "cd"}));
   BOOST_TEST(nlb::text::split_gpt2_pieces("a \xff\xfe!") == (V{"a", " \xff\xfe!"}));
   BOOST_TEST(nlb::text::split_gpt2_pieces("\xe2\x82 x") == (V{"\xe2\x82", " x"}));
-  BOOST_TEST(nlb::text::split_gpt2_pieces("1\xc3" "2") == (V{"1", "\xc3", "2"}));
+  BOOST_TEST(nlb::text::split_gpt2_pieces("1\xc3"
+                                          "2") == (V{"1", "\xc3", "2"}));
 
   // Property: the cuts of any byte string are those of the string with each ill-formed subpart
   // replaced by U+FFFD, mapped back.
   std::mt19937 rng(5);
-  const char* alphabet[] = {"a", "Z", "1", " ", "  ", "\n", "!", "'s", "\xc3\xa9", "\xe2\x82",
-                            "\xff", "\x80", "\xf0\x9f\x98\x80", "\xed\xa0\x80", "\t", "\xe3\x80\x80"};
+  const char* alphabet[] = {"a",
+                            "Z",
+                            "1",
+                            " ",
+                            "  ",
+                            "\n",
+                            "!",
+                            "'s",
+                            "\xc3\xa9",
+                            "\xe2\x82",
+                            "\xff",
+                            "\x80",
+                            "\xf0\x9f\x98\x80",
+                            "\xed\xa0\x80",
+                            "\t",
+                            "\xe3\x80\x80"};
   for (int round = 0; round < 500; ++round) {
     std::string text;
     const int parts = 1 + static_cast<int>(rng() % 12);
@@ -332,8 +365,9 @@ BOOST_AUTO_TEST_CASE(load_tokenizer_finds_each_layout) {
 }
 
 BOOST_AUTO_TEST_CASE(decode_rejects_unknown_ids) {
-  const std::string message = nlb::test::error_message<nlb::ArgumentError>(
-      [&] { gpt2().decode(Ids{15496, 50257}); });
+  const std::string message = nlb::test::error_message<nlb::ArgumentError>([&] {
+    gpt2().decode(Ids{15496, 50257});
+  });
   BOOST_TEST(message.find("token 1") != std::string::npos);
   BOOST_TEST(message.find("found 50257") != std::string::npos);
   BOOST_TEST(gpt2().decode(Ids{}).empty());

@@ -18,8 +18,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using nlb::text::detail::byte_level_of_bytes;
+using nlohmann::json;
 
 // 256 byte tokens, then "ab" (256), "abc" (257), " a" (258): written in the byte-level alphabet.
 json small_vocab() {
@@ -34,7 +34,9 @@ json small_vocab() {
 const std::string small_merges = "#version: 0.2\na b\nab c\n\xc4\xa0 a\n";  // "Ġ a"
 
 json byte_level() {
-  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+  return {{"type", "ByteLevel"},
+          {"add_prefix_space", false},
+          {"trim_offsets", true},
           {"use_regex", true}};
 }
 json small_tokenizer_json() {
@@ -152,7 +154,9 @@ BOOST_AUTO_TEST_CASE(truncated_vocab_json) {
 BOOST_AUTO_TEST_CASE(truncated_merges_txt_at_a_line_end) {
   Files files;
   files.gpt2(small_vocab(), "#version: 0.2\na b\nab c\n");  // the " a" merge is lost
-  expect_error(files, {files.merges_path(), "merges.txt truncated?", "token \"\xc4\xa0" "a\"",
+  expect_error(files, {files.merges_path(), "merges.txt truncated?",
+                       "token \"\xc4\xa0"
+                       "a\"",
                        "id 258"});
 }
 
@@ -190,7 +194,10 @@ BOOST_AUTO_TEST_CASE(non_contiguous_ids) {
   json vocab = small_vocab();
   vocab[byte_level_of_bytes(" a")] = 300;
   files.gpt2(vocab, small_merges);
-  expect_error(files, {files.vocab_path(), "token \"\xc4\xa0" "a\"", "expected 0..258", "found 300"});
+  expect_error(files, {files.vocab_path(),
+                       "token \"\xc4\xa0"
+                       "a\"",
+                       "expected 0..258", "found 300"});
 }
 
 BOOST_AUTO_TEST_CASE(vocab_larger_than_the_embedding) {
@@ -209,8 +216,8 @@ BOOST_AUTO_TEST_CASE(wrong_json_types_in_vocab) {
                        "found string \"256\""});
   Files array;
   array.gpt2(json::array({1, 2}), small_merges);
-  expect_error(array, {array.vocab_path(), "vocabulary", "expected an object",
-                       "an array of 2 elements"});
+  expect_error(array,
+               {array.vocab_path(), "vocabulary", "expected an object", "an array of 2 elements"});
 }
 
 BOOST_AUTO_TEST_CASE(missing_byte_token) {
@@ -297,12 +304,12 @@ BOOST_AUTO_TEST_CASE(json_inconsistent_merges_and_added_tokens) {
                           "\"\xc4\xa0q\", which is not"});
   doc = small_tokenizer_json();
   doc["added_tokens"][1]["id"] = 262;  // 260 skipped
-  expect_json_error(doc, {"added_tokens[1]", "expected 260 (ids contiguous after the model's 259",
-                          "found 262"});
+  expect_json_error(
+      doc, {"added_tokens[1]", "expected 260 (ids contiguous after the model's 259", "found 262"});
   doc = small_tokenizer_json();
   doc["added_tokens"][0]["id"] = 97;  // the model's token "a", not "<|endoftext|>"
-  expect_json_error(doc, {"added_tokens[0]", "id 97", "model token \"a\"",
-                          "content \"<|endoftext|>\""});
+  expect_json_error(doc,
+                    {"added_tokens[0]", "id 97", "model token \"a\"", "content \"<|endoftext|>\""});
   doc = small_tokenizer_json();
   doc["added_tokens"][1]["id"] = 259;
   expect_json_error(doc, {"added_tokens[1]", "each id once"});

@@ -69,7 +69,10 @@ class BpeModel {
 
   // Copies and moves take the vocabulary and merges, not the cache (a cache is per object).
   BpeModel(const BpeModel& other)
-      : tokens_(other.tokens_), ids_(other.ids_), merges_(other.merges_), byte_ids_(other.byte_ids_) {}
+      : tokens_(other.tokens_),
+        ids_(other.ids_),
+        merges_(other.merges_),
+        byte_ids_(other.byte_ids_) {}
   BpeModel(BpeModel&& other) noexcept
       : tokens_(std::move(other.tokens_)),
         ids_(std::move(other.ids_)),
@@ -126,9 +129,9 @@ class BpeModel {
       std::lock_guard lock(cache_mutex_);
       if (cache_.size() >= max_cached_pieces)
         cache_.clear();
-      cache_.emplace(std::string(piece),
-                     std::vector<std::int32_t>(out.begin() + static_cast<std::ptrdiff_t>(first),
-                                               out.end()));
+      cache_.emplace(
+          std::string(piece),
+          std::vector<std::int32_t>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
     }
   }
 
@@ -197,8 +200,8 @@ class BpeModel {
     }
     std::vector<Candidate> storage;
     storage.reserve(static_cast<std::size_t>(n));
-    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap(
-        std::greater<>{}, std::move(storage));
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap(std::greater<>{},
+                                                                                std::move(storage));
     const auto consider = [&](std::int32_t pos) {
       const Symbol& left = symbols[static_cast<std::size_t>(pos)];
       if (left.next < 0)

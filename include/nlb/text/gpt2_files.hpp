@@ -43,8 +43,8 @@ inline std::vector<MergeText> parse_merges_txt(const TextFileErrors& errors,
       errors.fail("line " + std::to_string(line), "merge", "two tokens separated by one space",
                   content.empty() ? std::string("an empty line") : quote_text(content));
     }
-    merges.push_back({std::string(content.substr(0, space)),
-                      std::string(content.substr(space + 1)), "line " + std::to_string(line)});
+    merges.push_back({std::string(content.substr(0, space)), std::string(content.substr(space + 1)),
+                      "line " + std::to_string(line)});
   }
   return merges;
 }
@@ -53,10 +53,10 @@ inline std::vector<MergeText> parse_merges_txt(const TextFileErrors& errors,
 inline void check_embedding_size(const TextFileErrors& errors, std::int64_t vocab_size,
                                  const TokenizerOptions& options) {
   if (options.embedding_size >= 0 && vocab_size > options.embedding_size) {
-    errors.fail("", "vocabulary size",
-                "at most " + std::to_string(options.embedding_size) +
-                    " (the model's embedding rows)",
-                std::to_string(vocab_size));
+    errors.fail(
+        "", "vocabulary size",
+        "at most " + std::to_string(options.embedding_size) + " (the model's embedding rows)",
+        std::to_string(vocab_size));
   }
 }
 
@@ -94,11 +94,11 @@ inline Tokenizer load_gpt2_tokenizer(const std::filesystem::path& dir,
       continue;
     const std::string& text = vocab.texts[id];
     if (text.size() < 3 || !text.starts_with('<') || !text.ends_with('>')) {
-      merges_errors.fail("", "merges",
-                         "a merge making each token of vocab.json longer than one byte "
-                         "(merges.txt truncated?)",
-                         "none for token " + detail::quote_text(text) + " (id " +
-                             std::to_string(id) + ")");
+      merges_errors.fail(
+          "", "merges",
+          "a merge making each token of vocab.json longer than one byte "
+          "(merges.txt truncated?)",
+          "none for token " + detail::quote_text(text) + " (id " + std::to_string(id) + ")");
     }
     specials.push_back({vocab.bytes[id], static_cast<std::int32_t>(id), true, false});
     if (text == "<|endoftext|>")

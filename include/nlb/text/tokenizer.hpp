@@ -105,9 +105,9 @@ class Tokenizer {
     for (std::size_t i = 0; i < ids.size(); ++i) {
       const std::int32_t id = ids[i];
       if (id < 0 || id >= vocab_size()) {
-        throw ArgumentError("decode: token " + std::to_string(i) + ": " +
-                            nlb::detail::expected_found(
-                                "id", "0.." + std::to_string(vocab_size() - 1), id));
+        throw ArgumentError(
+            "decode: token " + std::to_string(i) + ": " +
+            nlb::detail::expected_found("id", "0.." + std::to_string(vocab_size() - 1), id));
       }
       text += pieces_[static_cast<std::size_t>(id)];
     }

@@ -242,9 +242,9 @@ inline Tokenizer load_tokenizer_json(const std::filesystem::path& path,
       top.fail("added_tokens", "an array", *list);
     for (std::size_t i = 0; i < list->size(); ++i) {
       const std::string entry = "added_tokens[" + std::to_string(i) + "]";
-      const detail::JsonObject token(errors, entry, (*list)[i],
-                                     {"id", "content", "single_word", "lstrip", "rstrip",
-                                      "normalized", "special"});
+      const detail::JsonObject token(
+          errors, entry, (*list)[i],
+          {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"});
       const nlohmann::json& id_json = token.at("id");
       if (!id_json.is_number_integer() || id_json.get<std::int64_t>() < 0)
         token.fail("id", "a non-negative integer", id_json);
@@ -258,8 +258,8 @@ inline Tokenizer load_tokenizer_json(const std::filesystem::path& path,
         token.require_boolean(key, false, false);
       for (std::size_t j = 0; j < added.size(); ++j) {
         if (added[j].content == content)
-          token.fail("content", "each content once (it is also added_tokens[" +
-                                    std::to_string(j) + "])",
+          token.fail("content",
+                     "each content once (it is also added_tokens[" + std::to_string(j) + "])",
                      token.at("content"));
         if (added[j].id == id)
           token.fail("id", "each id once (it is also added_tokens[" + std::to_string(j) + "])",

@@ -71,10 +71,10 @@ inline void append_nfc_of_valid(std::string& out, std::string_view text) {
   if (text.empty())
     return;
   utf8proc_uint8_t* mapped = nullptr;
-  const utf8proc_ssize_t length = utf8proc_map(
-      reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-      static_cast<utf8proc_ssize_t>(text.size()), &mapped,
-      static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  const utf8proc_ssize_t length =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                   static_cast<utf8proc_ssize_t>(text.size()), &mapped,
+                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   if (length < 0) {  // only out of memory: the input was checked to be well-formed
     out.append(text);
     return;
