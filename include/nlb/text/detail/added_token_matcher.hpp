@@ -38,6 +38,7 @@ class AddedTokenMatcher {
     nodes_[node].special = special;
     starts_[static_cast<unsigned char>(content[0])] = true;
     empty_ = false;
+    all_special_ = all_special_ && special;
   }
 
   bool empty() const { return empty_; }
@@ -46,8 +47,8 @@ class AddedTokenMatcher {
   /// `allow_special`). O((n - from) * longest token) in the worst case; a byte that starts no
   /// token costs one table read.
   std::optional<Match> find(std::string_view text, std::size_t from, bool allow_special) const {
-    if (empty_)
-      return std::nullopt;
+    if (empty_ || (all_special_ && !allow_special))
+      return std::nullopt;  // nothing can match: skip the scan
     for (std::size_t start = from; start < text.size(); ++start) {
       if (!starts_[static_cast<unsigned char>(text[start])])
         continue;
@@ -83,6 +84,7 @@ class AddedTokenMatcher {
   std::vector<Node> nodes_ = std::vector<Node>(1);
   std::array<bool, 256> starts_{};
   bool empty_ = true;
+  bool all_special_ = true;
 };
 
 }  // namespace nlb::text::detail
