@@ -134,13 +134,13 @@ BOOST_AUTO_TEST_CASE(small_files_load) {
 BOOST_AUTO_TEST_CASE(missing_vocab_json) {
   Files files;
   files.write("merges.txt", small_merges);
-  expect_error(files, {files.vocab_path(), "expected an existing file", "no such file"});
+  expect_error(files, {files.vocab_path(), "expected an existing file", "No such file"});
 }
 
 BOOST_AUTO_TEST_CASE(missing_merges_txt) {
   Files files;
   files.write("vocab.json", small_vocab().dump());
-  expect_error(files, {files.merges_path(), "expected an existing file", "no such file"});
+  expect_error(files, {files.merges_path(), "expected an existing file", "No such file"});
 }
 
 BOOST_AUTO_TEST_CASE(truncated_vocab_json) {
