@@ -48,6 +48,17 @@ void run(benchmark::State& state, const std::string& file, bool cold) {
                          benchmark::Counter::kIsRate);
 }
 
+// The split alone (pre_tokenizer.hpp), the part of encoding no cache saves.
+void BM_split_jargon(benchmark::State& state) {
+  const std::string text = read("jargon-eval.txt");
+  for (auto _ : state) {
+    std::size_t pieces = 0;
+    nlb::text::for_each_gpt2_piece(text, [&](std::string_view) { ++pieces; });
+    benchmark::DoNotOptimize(pieces);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
+}
+
 void BM_encode_kjv_warm(benchmark::State& s) {
   run(s, "kjv-eval.txt", false);
 }
@@ -63,6 +74,7 @@ void BM_encode_jargon_cold(benchmark::State& s) {
 
 }  // namespace
 
+BENCHMARK(BM_split_jargon)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_encode_kjv_warm)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_encode_kjv_cold)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_encode_jargon_warm)->Unit(benchmark::kMillisecond);

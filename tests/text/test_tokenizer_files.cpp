@@ -321,3 +321,21 @@ BOOST_AUTO_TEST_CASE(json_truncated) {
   files.write("tokenizer.json", text.substr(0, text.size() - 10));
   expect_error(files, {files.json_path(), "expected a complete JSON document"});
 }
+
+// A token whose bytes BPE merges another way ("abc" is a token, but "b c" outranks "a b", so
+// "abc" encodes as "a", "bc"): encoding follows the merges, not the vocabulary.
+BOOST_AUTO_TEST_CASE(a_token_bpe_does_not_make_of_its_bytes) {
+  Files files;
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b)
+    vocab[byte_level_of_bytes(std::string(1, static_cast<char>(b)))] = b;
+  vocab["bc"] = 256;
+  vocab["ab"] = 257;
+  vocab["abc"] = 258;
+  files.gpt2(vocab, "#version: 0.2\nb c\na b\nab c\n");
+  const auto t = nlb::text::load_tokenizer(files.dir.path);
+  BOOST_REQUIRE(t.has_value());
+  BOOST_TEST(t->encode("abc") == (std::vector<std::int32_t>{97, 256}));
+  BOOST_TEST(t->encode("ab") == (std::vector<std::int32_t>{257}));
+  BOOST_TEST(t->encode("abcabc") == (std::vector<std::int32_t>{97, 256, 97, 256}));
+}

@@ -13,12 +13,13 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "nlb/text/detail/pair_table.hpp"
 
 namespace nlb::text {
 
@@ -49,7 +50,8 @@ class BpeModel {
   /// `tokens[id]` are the bytes of token `id`; `merges` in rank order (rank = index). The
   /// preconditions — which the loaders check and report as FormatError — are: the tokens are
   /// distinct, every byte value is one of them, and each merge's result is the concatenation of
-  /// its parts. O(tokens + merges).
+  /// its parts. O(merges + the bytes of all tokens · log): each token is run through the merge
+  /// loop once, to know which tokens encode_piece may emit without it.
   BpeModel(std::vector<std::string> tokens, const std::vector<BpeMerge>& merges)
       : tokens_(std::move(tokens)) {
     byte_ids_.fill(-1);
@@ -62,8 +64,18 @@ class BpeModel {
     merges_.reserve(merges.size());
     for (std::size_t rank = 0; rank < merges.size(); ++rank) {
       // A pair listed twice keeps its first (lowest) rank, as HF tokenizers does.
-      merges_.emplace(pair_key(merges[rank].left, merges[rank].right),
-                      Rule{static_cast<std::int32_t>(rank), merges[rank].result});
+      merges_.insert(detail::PairTable::key(merges[rank].left, merges[rank].right),
+                     {static_cast<std::int32_t>(rank), merges[rank].result});
+    }
+    // Which tokens BPE makes of their own bytes. Usually true, but not always (a token whose
+    // bytes merge another way first), so encode_piece may emit a piece that is a token as that
+    // token only when this says so: then the shortcut gives exactly the merge loop's result.
+    whole_.assign(tokens_.size(), false);
+    std::vector<std::int32_t> ids;
+    for (std::size_t id = 0; id < tokens_.size(); ++id) {
+      ids.clear();
+      merge(tokens_[id], ids);
+      whole_[id] = ids.size() == 1 && ids[0] == static_cast<std::int32_t>(id);
     }
   }
 
@@ -72,16 +84,19 @@ class BpeModel {
       : tokens_(other.tokens_),
         ids_(other.ids_),
         merges_(other.merges_),
+        whole_(other.whole_),
         byte_ids_(other.byte_ids_) {}
   BpeModel(BpeModel&& other) noexcept
       : tokens_(std::move(other.tokens_)),
         ids_(std::move(other.ids_)),
         merges_(std::move(other.merges_)),
+        whole_(std::move(other.whole_)),
         byte_ids_(other.byte_ids_) {}
   BpeModel& operator=(BpeModel other) noexcept {
     tokens_ = std::move(other.tokens_);
     ids_ = std::move(other.ids_);
     merges_ = std::move(other.merges_);
+    whole_ = std::move(other.whole_);
     byte_ids_ = other.byte_ids_;
     std::lock_guard lock(cache_mutex_);
     cache_.clear();
@@ -112,6 +127,13 @@ class BpeModel {
       return;
     if (piece.size() == 1) {
       out.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
+      return;
+    }
+    // A piece that is a token BPE makes of its own bytes (most words of common text) is that
+    // token: one lookup instead of the merge loop.
+    if (const auto it = ids_.find(piece);
+        it != ids_.end() && whole_[static_cast<std::size_t>(it->second)]) {
+      out.push_back(it->second);
       return;
     }
     const bool cacheable = piece.size() <= max_cached_piece;
@@ -147,11 +169,11 @@ class BpeModel {
   std::vector<BpeMerge> merge_list() const {
     std::vector<std::pair<std::int32_t, BpeMerge>> ranked;
     ranked.reserve(merges_.size());
-    for (const auto& [key, rule] : merges_) {
+    merges_.for_each([&](std::uint64_t key, const detail::MergeRule& rule) {
       ranked.push_back({rule.rank,
                         {static_cast<std::int32_t>(key >> 32),
                          static_cast<std::int32_t>(key & 0xFFFFFFFFu), rule.result}});
-    }
+    });
     std::sort(ranked.begin(), ranked.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<BpeMerge> list;
@@ -162,15 +184,6 @@ class BpeModel {
   }
 
  private:
-  struct Rule {
-    std::int32_t rank;
-    std::int32_t result;
-  };
-  static std::uint64_t pair_key(std::int32_t left, std::int32_t right) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) |
-           static_cast<std::uint32_t>(right);
-  }
-
   // The merge loop. Symbols form a doubly linked list over the piece's bytes; the heap holds
   // (rank, position of the left symbol, the two ids it was made for), so an entry whose symbols
   // have changed since is recognised and dropped when popped. A symbol's id only ever grows
@@ -192,30 +205,37 @@ class BpeModel {
       }
     };
     const auto n = static_cast<std::int32_t>(piece.size());
-    std::vector<Symbol> symbols(static_cast<std::size_t>(n));
+    // Scratch reused across calls on this thread: a piece allocates nothing once the buffers
+    // have grown to the longest piece seen.
+    thread_local std::vector<Symbol> symbols;
+    thread_local std::vector<Candidate> storage;
+    symbols.resize(static_cast<std::size_t>(n));
     for (std::int32_t i = 0; i < n; ++i) {
       symbols[static_cast<std::size_t>(i)] = {
           byte_ids_[static_cast<unsigned char>(piece[static_cast<std::size_t>(i)])], i - 1,
           i + 1 < n ? i + 1 : -1};
     }
-    std::vector<Candidate> storage;
-    storage.reserve(static_cast<std::size_t>(n));
-    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap(std::greater<>{},
-                                                                                std::move(storage));
+    storage.clear();
+    // A binary min-heap on `storage` (push_heap / pop_heap with greater: the lowest rank, then
+    // the leftmost position, on top).
+    const auto push = [&](const Candidate& c) {
+      storage.push_back(c);
+      std::push_heap(storage.begin(), storage.end(), std::greater<>{});
+    };
     const auto consider = [&](std::int32_t pos) {
       const Symbol& left = symbols[static_cast<std::size_t>(pos)];
       if (left.next < 0)
         return;
       const std::int32_t right = symbols[static_cast<std::size_t>(left.next)].id;
-      const auto it = merges_.find(pair_key(left.id, right));
-      if (it != merges_.end())
-        heap.push({it->second.rank, pos, left.id, right, it->second.result});
+      if (const detail::MergeRule* rule = merges_.find(detail::PairTable::key(left.id, right)))
+        push({rule->rank, pos, left.id, right, rule->result});
     };
     for (std::int32_t i = 0; i + 1 < n; ++i)
       consider(i);
-    while (!heap.empty()) {
-      const Candidate c = heap.top();
-      heap.pop();
+    while (!storage.empty()) {
+      std::pop_heap(storage.begin(), storage.end(), std::greater<>{});
+      const Candidate c = storage.back();
+      storage.pop_back();
       Symbol& left = symbols[static_cast<std::size_t>(c.pos)];
       if (left.id != c.left || left.next < 0 ||
           symbols[static_cast<std::size_t>(left.next)].id != c.right)
@@ -236,7 +256,8 @@ class BpeModel {
 
   std::vector<std::string> tokens_;  // id -> bytes
   std::unordered_map<std::string, std::int32_t, detail::StringHash, std::equal_to<>> ids_;
-  std::unordered_map<std::uint64_t, Rule> merges_;
+  detail::PairTable merges_;
+  std::vector<bool> whole_;  // id -> BPE of the token's bytes is the token itself
   std::array<std::int32_t, 256> byte_ids_{};
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<std::int32_t>, detail::StringHash,
