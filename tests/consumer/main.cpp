@@ -161,6 +161,19 @@ void model_family(const std::string& model_dir) {
         "evaluate_perplexity on repeated English text: " + std::to_string(ppl.ppl));
 }
 
+// nlb/text through the installed package (its utf8proc dependency comes with nlbudget::nlbudget):
+// GPT-2's vocabulary shipped next to the model directory, checked against tiktoken's ids.
+void text_family(const std::string& model_dir) {
+  const auto tokenizer = nlb::text::load_tokenizer(model_dir + "/../gpt2-tokenizer");
+  check(tokenizer.has_value() && tokenizer->vocab_size() == 50257,
+        "load_tokenizer reads models/gpt2-tokenizer (50 257 ids)");
+  if (!tokenizer)
+    return;
+  const std::vector<std::int32_t> ids = tokenizer->encode("Hello world");
+  check(ids == std::vector<std::int32_t>{15496, 995}, "GPT-2 encodes \"Hello world\" as 15496 995");
+  check(tokenizer->decode(ids) == "Hello world", "decode(encode(text)) == text");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -175,6 +188,7 @@ int main(int argc, char** argv) {
   mlp_family();
   attention_family();
   model_family(argv[1]);
+  text_family(argv[1]);
   std::printf("consumer: %d failure(s)\n", failures);
   return failures == 0 ? 0 : 1;
 }
