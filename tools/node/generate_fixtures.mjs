@@ -253,6 +253,26 @@ add("padding token", "x<|padding|>y");
 add("special token prefix", "<|endoftext");
 add("special token in newlines", "doc one\n<|endoftext|>\ndoc two");
 
+// Random strings over pieces that stress the split (contractions, white-space kinds, marks,
+// digits of other scripts, emoji), from a fixed-seed generator (mulberry32) so that a rerun
+// writes the same strings.
+let seed = 20261201;
+const random = () => {
+  seed = (seed + 0x6d2b79f5) | 0;
+  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+};
+const parts = ["a", "Z", "1", " ", "  ", "\n", "!", "'", "s", "re", "ll", "'s", "'S", "é", "e\u0301",
+               "\u3000", "\u0085", "\ufeff", "\t", "😀", "٣", "½", "-", "\r\n", "the", " the",
+               "<|endoftext|>", "’", "中文", "\u00a0", "   ", "x", "Ω", "\u2126", "ﬁ"];
+for (let i = 0; i < 100; ++i) {
+  let text = "";
+  const n = 1 + Math.floor(random() * 12);
+  for (let k = 0; k < n; ++k) text += parts[Math.floor(random() * parts.length)];
+  add(`random ${i}`, text);
+}
+
 // ---------------------------------------------------------------------------------------------
 const tk = tiktoken.get_encoding("gpt2");
 const ids = (encoding) => Array.from(encoding.getIds());
