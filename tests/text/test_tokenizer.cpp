@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "error_message.hpp"
@@ -393,4 +394,28 @@ BOOST_AUTO_TEST_CASE(long_pieces_and_the_cache) {
   BOOST_TEST(gpt2().encode(text) == gpt2().encode(text));
   const Tokenizer copy = gpt2();
   BOOST_TEST(copy.encode(text) == gpt2().encode(text));
+}
+
+// One tokenizer shared by threads (the piece cache is locked): the same ids as one thread.
+BOOST_AUTO_TEST_CASE(concurrent_encodes_agree) {
+  const Tokenizer shared = neox();      // a copy: its own, empty cache
+  const nlohmann::json& all = cases();  // no Boost.Test call inside the threads
+  std::vector<Ids> expected;
+  for (const auto& c : all)
+    expected.push_back(neox().encode(c.at("text").get<std::string>(), SpecialTokens::allowed));
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        const std::size_t k = (i * 7 + static_cast<std::size_t>(t) * 13) % all.size();
+        const std::string text = all[k].at("text");
+        if (shared.encode(text, SpecialTokens::allowed) != expected[k])
+          ++mismatches[static_cast<std::size_t>(t)];
+      }
+    });
+  }
+  for (auto& thread : threads)
+    thread.join();
+  BOOST_TEST(mismatches == (std::vector<int>{0, 0, 0, 0}), boost::test_tools::per_element());
 }
