@@ -1,6 +1,5 @@
 // A float MLP with a double surrogate must not compose into one GatedMLP.
-// expect: GatedMLP: the MLP and the surrogate must share one scalar type (MlpT::Scalar vs
-// SurrogateT::Scalar)
+// expect: GatedMLP: the MLP and the surrogate must share one scalar type
 #include <nlb/mlp/gated_mlp.hpp>
 #include <nlb/mlp/hyperplane_gate.hpp>
 #include <nlb/mlp/mlp.hpp>
