@@ -17,6 +17,13 @@ function(nlb_apply_project_options target)
     separate_arguments(_nlb_isa UNIX_COMMAND "${NLB_ISA_FLAGS}")
     target_compile_options(${target} PRIVATE ${_nlb_isa})
   endif()
+  # Sanitizer builds: Eigen's GEMM kernel comes uninstrumented from one library (72x faster
+  # there; tools/instances/uninstrumented_gemm.hpp says what loses its checks).
+  if(NLB_UNINSTRUMENTED_GEMM AND NOT target STREQUAL "nlb_uninstrumented_gemm")
+    target_compile_options(${target} PRIVATE -include
+                           "${PROJECT_SOURCE_DIR}/tools/instances/uninstrumented_gemm.hpp")
+    target_link_libraries(${target} PRIVATE nlb_uninstrumented_gemm)
+  endif()
 endfunction()
 
 # In-tree programs that load models link the model code compiled once (tools/instances) instead

@@ -31,11 +31,11 @@ using SDLayerAttention =
     nlb::SDAttention<nlb::SkewSymmetricRouting<float, Rank>, nlb::DiagonalFilter<float, D>>;
 using LayerMlp = nlb::Mlp<float, D, H, nlb::GeluTanh>;
 template <int Rank>
-using SDBlock = nlb::Block<float, D, SDLayerAttention<Rank>, LayerMlp>;
+using SDBlock = nlb::Block<SDLayerAttention<Rank>, LayerMlp>;
 
 // The cascade: Rank 2 at layer 0, then 4, 8, 16.
 using CascadeLayers = std::tuple<SDBlock<2>, SDBlock<4>, SDBlock<8>, SDBlock<16>>;
-using CascadeModel = nlb::BasicTransformer<float, D, CascadeLayers>;
+using CascadeModel = nlb::BasicTransformer<CascadeLayers>;
 
 std::mt19937_64 rng(2026);
 

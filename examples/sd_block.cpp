@@ -26,7 +26,7 @@ using Routing = nlb::SkewSymmetricRouting<float, Rank>;
 using Filter = nlb::DiagonalFilter<float, D>;
 using Attention = nlb::SDAttention<Routing, Filter>;
 using LayerMlp = nlb::Mlp<float, D, 4 * D, nlb::GeluTanh>;
-using SDBlock = nlb::Block<float, D, Attention, LayerMlp>;
+using SDBlock = nlb::Block<Attention, LayerMlp>;
 
 std::mt19937 rng(7);
 

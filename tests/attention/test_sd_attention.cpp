@@ -212,7 +212,7 @@ BOOST_AUTO_TEST_CASE(kv_cache_decoding_equals_full_forward) {
 
   // Inside a Block (LayerNorm, residual, MLP), token by token.
   using MlpT = nlb::Mlp<double>;
-  using BlockT = nlb::Block<double, Dynamic, Attn, MlpT>;
+  using BlockT = nlb::Block<Attn, MlpT>;
   const Index hidden = 4 * d;
   const BlockT block(
       nlb::LayerNormWeights<double>{nlb::test::normal_matrix<double>(1, d, 0.2, 1).array() + 1.0,

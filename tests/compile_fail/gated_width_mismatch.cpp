@@ -1,5 +1,5 @@
 // A GatedMLP whose surrogate is 16 wide around an MLP 8 wide must not build.
-// expect: GatedMLP: MLP, surrogate and gate widths differ at compile time
+// expect: widths differ at compile time (MlpT::in_size vs SurrogateT::in_size)
 #include <nlb/mlp/gated_mlp.hpp>
 #include <nlb/mlp/hyperplane_gate.hpp>
 #include <nlb/mlp/mlp.hpp>

@@ -1,6 +1,6 @@
 // An MLP on the scalar backend with a surrogate and gate on the SIMD backend must not compose:
 // a composite runs on the one backend of its parts.
-// expect: GatedMLP: the MLP, surrogate and gate must run on one backend
+// expect: must run on one backend (MlpT::backend_type vs SurrogateT::backend_type)
 #include <nlb/mlp/gated_mlp.hpp>
 #include <nlb/mlp/hyperplane_gate.hpp>
 #include <nlb/mlp/mlp.hpp>

@@ -1,5 +1,5 @@
 // A float MLP with a double surrogate must not compose into one GatedMLP.
-// expect: GatedMLP: the MLP, surrogate and gate must share one scalar type
+// expect: GatedMLP: the MLP and the surrogate must share one scalar type
 #include <nlb/mlp/gated_mlp.hpp>
 #include <nlb/mlp/hyperplane_gate.hpp>
 #include <nlb/mlp/mlp.hpp>

@@ -145,11 +145,11 @@ BOOST_AUTO_TEST_CASE(fixed_model_with_a_linear_layer_equals_dynamic_swap) {
     return nlb::make_fixed_block<double, 128, 512, nlb::GeluTanh>(c, w.blocks[i]);
   };
   const auto b2 = full(2);
-  using LinearBlock = nlb::Block<double, 128, nlb::DenseAttention<double, 128>, Linear>;
+  using LinearBlock = nlb::Block<nlb::DenseAttention<double, 128>, Linear>;
   const LinearBlock linear_block(b2.ln1(), b2.attention(), b2.ln2(), linear, b2.parallel_residual(),
                                  b2.layer_norm_eps());
   using Full = decltype(full(0));
-  const nlb::BasicTransformer<double, 128, std::tuple<Full, Full, LinearBlock, Full>> fixed(
+  const nlb::BasicTransformer<std::tuple<Full, Full, LinearBlock, Full>> fixed(
       c, nlb::make_fixed_embeddings<128>(w.embeddings),
       std::make_tuple(full(0), full(1), linear_block, full(3)));
 

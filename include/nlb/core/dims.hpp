@@ -17,4 +17,13 @@ inline constexpr bool is_fixed_size = (N != Dynamic);
 template <int A, int B>
 inline constexpr int size_product = (A == Dynamic || B == Dynamic) ? Dynamic : A* B;
 
+/// True when two sizes can describe the same dimension: equal, or either only known at run
+/// time. Composites (GatedMLP, Block, BasicTransformer) assert it of their parts' widths.
+template <int A, int B>
+inline constexpr bool sizes_compatible = (A == Dynamic || B == Dynamic || A == B);
+
+/// The more specific of two compatible sizes (the compile-time one if either is).
+template <int A, int B>
+inline constexpr int common_size = (A == Dynamic) ? B : A;
+
 }  // namespace nlb

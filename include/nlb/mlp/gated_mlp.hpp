@@ -14,15 +14,6 @@
 
 namespace nlb {
 
-namespace detail {
-// Sizes agree when equal or when either side is only known at run time.
-template <int A, int B>
-inline constexpr bool sizes_compatible = (A == Dynamic || B == Dynamic || A == B);
-// The more specific of two compatible sizes.
-template <int A, int B>
-inline constexpr int common_size = (A == Dynamic) ? B : A;
-}  // namespace detail
-
 /// Scratch memory of gated_route: the gate scores, the two row groups and the gathered blocks.
 /// Every buffer keeps its capacity, so after a call with T rows a call with at most T rows
 /// allocates nothing.
@@ -108,24 +99,37 @@ RouteCounts gated_route(const Eigen::Ref<const Activations<std::type_identity_t<
 template <class MlpT, class SurrogateT, class GateT>
 class GatedMLP {
  public:
+  // Scalar, backend and width are the parts': each pair that must agree is checked on its own,
+  // so the message names the two sides that differ.
   using Scalar = typename MlpT::Scalar;
-  static_assert(std::is_same_v<Scalar, typename SurrogateT::Scalar> &&
-                    std::is_same_v<Scalar, typename GateT::Scalar>,
-                "GatedMLP: the MLP, surrogate and gate must share one scalar type");
+  static_assert(std::is_same_v<Scalar, typename SurrogateT::Scalar>,
+                "GatedMLP: the MLP and the surrogate must share one scalar type "
+                "(MlpT::Scalar vs SurrogateT::Scalar)");
+  static_assert(std::is_same_v<Scalar, typename GateT::Scalar>,
+                "GatedMLP: the MLP and the gate must share one scalar type "
+                "(MlpT::Scalar vs GateT::Scalar)");
   using backend_type = typename MlpT::backend_type;
-  static_assert(std::is_same_v<backend_type, typename SurrogateT::backend_type> &&
-                    std::is_same_v<backend_type, typename GateT::backend_type>,
-                "GatedMLP: the MLP, surrogate and gate must run on one backend");
-  static_assert(detail::sizes_compatible<MlpT::in_size, SurrogateT::in_size> &&
-                    detail::sizes_compatible<MlpT::out_size, SurrogateT::out_size> &&
-                    detail::sizes_compatible<MlpT::in_size, GateT::size>,
-                "GatedMLP: MLP, surrogate and gate widths differ at compile time");
-  static constexpr int size =
-      detail::common_size<detail::common_size<MlpT::in_size, SurrogateT::in_size>, GateT::size>;
-  static_assert(detail::sizes_compatible<size, SurrogateT::out_size>,
-                "GatedMLP: the surrogate must map d to d");
-  using Input = Activations<Scalar, size>;
-  using Output = Activations<Scalar, size>;
+  static_assert(std::is_same_v<backend_type, typename SurrogateT::backend_type>,
+                "GatedMLP: the MLP, surrogate and gate must run on one backend "
+                "(MlpT::backend_type vs SurrogateT::backend_type)");
+  static_assert(std::is_same_v<backend_type, typename GateT::backend_type>,
+                "GatedMLP: the MLP, surrogate and gate must run on one backend "
+                "(MlpT::backend_type vs GateT::backend_type)");
+  static_assert(sizes_compatible<MlpT::in_size, SurrogateT::in_size> &&
+                    sizes_compatible<MlpT::out_size, SurrogateT::out_size>,
+                "GatedMLP: MLP, surrogate and gate widths differ at compile time "
+                "(MlpT::in_size vs SurrogateT::in_size)");
+  static_assert(sizes_compatible<MlpT::in_size, GateT::size>,
+                "GatedMLP: MLP, surrogate and gate widths differ at compile time "
+                "(MlpT::in_size vs GateT::size)");
+  // The MLP kinds' one compile-time width spelling (Mlp, RidgeSurrogate, MlpSlot): d to d.
+  static constexpr int in_size =
+      common_size<common_size<MlpT::in_size, SurrogateT::in_size>, GateT::size>;
+  static constexpr int out_size = in_size;
+  static_assert(sizes_compatible<in_size, SurrogateT::out_size>,
+                "GatedMLP: the surrogate must map d to d (SurrogateT::out_size vs d)");
+  using Input = Activations<Scalar, in_size>;
+  using Output = Activations<Scalar, in_size>;
   // Arguments bind as width-Dynamic references, never as fixed-width ones: a fixed-width
   // Eigen::Ref bound to data of another width is undefined behaviour in release builds (Eigen
   // only asserts), so the width could not be checked. With these the check below is real.
@@ -133,7 +137,7 @@ class GatedMLP {
   using AnyOutput = Activations<Scalar>;
 
   /// Scratch memory for forward(); reuse one across calls to avoid allocations per call.
-  struct Workspace : RoutingWorkspace<Scalar, size> {
+  struct Workspace : RoutingWorkspace<Scalar, in_size> {
     typename MlpT::Workspace mlp;
     GemmScratch<Scalar> surrogate_gemm;  // packing buffers of the surrogate's product
   };
@@ -154,7 +158,7 @@ class GatedMLP {
     check_dim("GatedMLP::forward: output rows (T)", X.rows(), Y.rows());
     check_dim("GatedMLP::forward: output width (d)", features(), Y.cols());
     return gated_route(
-        X, Y, gate_, static_cast<RoutingWorkspace<Scalar, size>&>(ws),
+        X, Y, gate_, static_cast<RoutingWorkspace<Scalar, in_size>&>(ws),
         [&](const auto& in, auto& out) { surrogate_.forward(in, out, ws.surrogate_gemm); },
         [&](const auto& in, auto& out) { mlp_.forward(in, out, ws.mlp); });
   }

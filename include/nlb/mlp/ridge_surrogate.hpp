@@ -126,9 +126,6 @@ std::pair<RidgeSolution, RidgeFitReport> solve(const RidgeStats<DIn, DOut>& stat
   return {std::move(solution), report};
 }
 
-template <int A, int B>
-inline constexpr bool sizes_compatible = (A == Dynamic || B == Dynamic || A == B);
-
 }  // namespace ridge::detail
 
 /// The linear surrogate of one MLP: Y = X W + b with W [d_in, d_out], b [d_out]
@@ -190,7 +187,7 @@ class RidgeSurrogate {
   template <int SIn, int SOut>
   RidgeFitReport fit(const RidgeStats<SIn, SOut>& stats, double lambda = 0.01) {
     static_assert(
-        ridge::detail::sizes_compatible<DIn, SIn> && ridge::detail::sizes_compatible<DOut, SOut>,
+        sizes_compatible<DIn, SIn> && sizes_compatible<DOut, SOut>,
         "RidgeSurrogate::fit: the statistics' compile-time sizes differ from the surrogate's");
     ridge::detail::check_lambda("RidgeSurrogate::fit", lambda);
     if constexpr (DIn != Dynamic) {

@@ -33,15 +33,23 @@ struct LayerNormWeights {
 /// PAPERS §B2) attention reads x itself, attn(x), and ln1 is unused (may be empty).
 /// AttnT: any attention kind (forward(X, Y, Workspace&, cache)); MlpT: any MLP kind — Mlp,
 /// RidgeSurrogate, GatedMLP (hard routing) or MlpSlot — all with forward(X, Y, Workspace&)
-/// returning the rows per path (RouteCounts).
-template <class T, int D, class AttnT, class MlpT, class Backend = backend::cpu>
+/// returning the rows per path (RouteCounts). Scalar, width and backend are the parts': the
+/// attention's, which the MLP's must equal (a compile-time width may meet a Dynamic one).
+template <class AttnT, class MlpT>
 class Block {
-  static_assert(std::is_same_v<typename AttnT::Scalar, T> &&
-                    std::is_same_v<typename MlpT::Scalar, T>,
-                "Block: attention, MLP and block must share one scalar type");
-  static_assert(std::is_same_v<typename AttnT::backend_type, Backend> &&
-                    std::is_same_v<typename MlpT::backend_type, Backend>,
-                "Block: attention, MLP and block must run on one backend");
+  static_assert(std::is_same_v<typename AttnT::Scalar, typename MlpT::Scalar>,
+                "Block: attention and MLP must share one scalar type "
+                "(AttnT::Scalar vs MlpT::Scalar)");
+  static_assert(std::is_same_v<typename AttnT::backend_type, typename MlpT::backend_type>,
+                "Block: attention and MLP must run on one backend "
+                "(AttnT::backend_type vs MlpT::backend_type)");
+  static_assert(sizes_compatible<AttnT::size, MlpT::in_size> &&
+                    sizes_compatible<AttnT::size, MlpT::out_size>,
+                "Block: attention and MLP widths differ at compile time "
+                "(AttnT::size vs MlpT::in_size, MlpT::out_size)");
+  using T = typename AttnT::Scalar;
+  using Backend = typename AttnT::backend_type;
+  static constexpr int D = common_size<AttnT::size, MlpT::in_size>;
 
  public:
   using Scalar = T;

@@ -44,6 +44,31 @@ struct unique_tuple<std::tuple<Seen...>, U, Ts...>
     : std::conditional_t<(std::is_same_v<U, Seen> || ...), unique_tuple<std::tuple<Seen...>, Ts...>,
                          unique_tuple<std::tuple<Seen..., U>, Ts...>> {};
 
+// The block types of a layer container: std::vector<Block> (one kind) or std::tuple<Blocks...>.
+template <class Layers>
+struct layer_blocks;
+template <class B, class A>
+struct layer_blocks<std::vector<B, A>> {
+  using first = B;
+  static constexpr bool same_scalar = true, same_backend = true, compatible_sizes = true;
+  static constexpr int size = B::size;
+};
+template <class B0, class... Bs>
+struct layer_blocks<std::tuple<B0, Bs...>> {
+  using first = B0;
+  static constexpr bool same_scalar =
+      (std::is_same_v<typename B0::Scalar, typename Bs::Scalar> && ...);
+  static constexpr bool same_backend =
+      (std::is_same_v<typename B0::backend_type, typename Bs::backend_type> && ...);
+  static constexpr bool compatible_sizes = (sizes_compatible<B0::size, Bs::size> && ...);
+  // The first compile-time width among the blocks (they are compatible), else Dynamic.
+  static constexpr int size = [] {
+    int d = B0::size;
+    ((d = (d == Dynamic ? int{Bs::size} : d)), ...);
+    return d;
+  }();
+};
+
 template <class Layers>
 struct block_workspaces;
 template <class B, class A>
@@ -66,9 +91,26 @@ struct block_workspaces<std::tuple<Blocks...>> {
 /// continue with other MLPs or attention: embed(), run_layers() (with per-layer LayerOverride,
 /// whose gated MLPs refer to the model's own weights) and head(); forward() is exactly embed +
 /// run_layers over every layer + head. The model is never changed by any of them.
-template <class T, int D, class Layers, class Backend = backend::cpu>
+///
+/// Scalar, width and backend are the blocks' (a tuple's blocks must agree; static_assert).
+template <class Layers>
 class BasicTransformer {
+  using Blocks = detail::layer_blocks<Layers>;
+  static_assert(Blocks::same_scalar,
+                "BasicTransformer: every block must share the first block's scalar type "
+                "(Block0::Scalar vs BlockN::Scalar)");
+  static_assert(Blocks::same_backend,
+                "BasicTransformer: every block must run on the first block's backend "
+                "(Block0::backend_type vs BlockN::backend_type)");
+  static_assert(Blocks::compatible_sizes,
+                "BasicTransformer: block widths differ at compile time "
+                "(Block0::size vs BlockN::size)");
+  using T = typename Blocks::first::Scalar;
+  using Backend = typename Blocks::first::backend_type;
+  static constexpr int D = Blocks::size;
+
  public:
+  using backend_type = Backend;
   using Scalar = T;
   static constexpr int size = D;
   using Stream = Activations<T, D>;
@@ -293,23 +335,20 @@ class BasicTransformer {
 /// The Dynamic-size block of a loaded model: a run-time attention slot (dense, S–D or linear)
 /// and a run-time MLP slot.
 template <class T, class Backend = backend::cpu>
-using DynamicBlock = Block<T, Dynamic, AttentionSlot<T, Backend>, MlpSlot<T, Backend>, Backend>;
+using DynamicBlock = Block<AttentionSlot<T, Backend>, MlpSlot<T, Backend>>;
 
 /// A model read from a file: Dynamic sizes, per-layer AttentionSlot (dense, S–D or linear)
 /// and MlpSlot (full, surrogate or gated).
 template <class T, class Backend = backend::cpu>
-using Transformer = BasicTransformer<T, Dynamic, std::vector<DynamicBlock<T, Backend>>, Backend>;
+using Transformer = BasicTransformer<std::vector<DynamicBlock<T, Backend>>>;
 
 /// A fixed-size block: width D, hidden H and activation Act are compile-time choices.
 template <class T, int D, int H, class Act, class Backend = backend::cpu>
-using FixedBlock = Block<T, D, DenseAttention<T, D, Backend>, Mlp<T, D, H, Act, Backend>, Backend>;
+using FixedBlock = Block<DenseAttention<T, D, Backend>, Mlp<T, D, H, Act, Backend>>;
 
 /// A fixed model as a type: N identical fixed-size blocks in a tuple.
 template <class T, int D, int H, class Act, std::size_t N, class Backend = backend::cpu>
-using FixedTransformer =
-    BasicTransformer<T, D,
-                     decltype(std::tuple_cat(
-                         std::declval<std::array<FixedBlock<T, D, H, Act, Backend>, N>>())),
-                     Backend>;
+using FixedTransformer = BasicTransformer<decltype(std::tuple_cat(
+    std::declval<std::array<FixedBlock<T, D, H, Act, Backend>, N>>()))>;
 
 }  // namespace nlb
