@@ -245,7 +245,7 @@ BOOST_AUTO_TEST_CASE(forward_writes_logits_atomically) {
 
 BOOST_AUTO_TEST_CASE(generate_is_deterministic_for_a_seed) {
   const std::string common =
-      "generate --model '" + tiny_gpt2.string() + "' --prompt 'And God said' --length 40 ";
+      "generate --model '" + tiny_gpt2.string() + "' --prompt 'And God said' --max-new-tokens 40 ";
   const auto a = run_nlb(common + "--top-k 5 --temperature 0.8 --seed 7");
   const auto b = run_nlb(common + "--top-k 5 --temperature 0.8 --seed 7");
   const auto greedy = run_nlb(common + "--temperature 0");
@@ -298,13 +298,17 @@ BOOST_AUTO_TEST_CASE(token_dtype_needs_a_token_file_and_a_known_width) {
 // Every option that changed its name in the CLI coherence pass (CHANGELOG.md) fails with a usage
 // error naming the new spelling, in every subcommand that had it (budget's and linearize's
 // renames are checked in their own suites, generate's here).
-BOOST_AUTO_TEST_CASE(generate_tokens_count_was_renamed_length) {
+BOOST_AUTO_TEST_CASE(generate_tokens_count_was_renamed_max_new_tokens) {
   const auto r =
       run_nlb("generate --model '" + tiny_gpt2.string() + "' --prompt 'And God said' --tokens 40");
   BOOST_TEST(r.exit_code == 2, r.err);
   BOOST_TEST(contains(r.err, "option --tokens was renamed"), r.err);
-  BOOST_TEST(contains(r.err, "--length N"), r.err);
+  BOOST_TEST(contains(r.err, "--max-new-tokens N"), r.err);
   BOOST_TEST(r.out.empty());
+  const auto length =
+      run_nlb("generate --model '" + tiny_gpt2.string() + "' --prompt 'And God said' --length 40");
+  BOOST_TEST(length.exit_code == 2, length.err);
+  BOOST_TEST(contains(length.err, "--max-new-tokens N"), length.err);
 }
 
 BOOST_AUTO_TEST_CASE(version_is_the_projects) {
@@ -406,7 +410,7 @@ BOOST_AUTO_TEST_CASE(generate_page_prints_the_sampler_defaults) {
                                 std::to_string(defaults.seed) + ")"));
 }
 
-BOOST_AUTO_TEST_CASE(text_on_a_large_vocabulary_model_says_to_pass_tokens) {
+BOOST_AUTO_TEST_CASE(text_on_a_large_vocabulary_model_without_tokenizer_says_to_pass_tokens) {
   // A tiny model with a 300-entry vocabulary: the shipped one with a wider embedding.
   TensorMap t = read_all(tiny_gpt2 / "model.safetensors");
   auto config = nlohmann::json::parse(slurp(tiny_gpt2 / "config.json"));
@@ -417,9 +421,113 @@ BOOST_AUTO_TEST_CASE(text_on_a_large_vocabulary_model_says_to_pass_tokens) {
   const fs::path dir = write_model("vocab300", t, config);
   const auto r = run_nlb("eval --model '" + dir.string() + "' --text '" + eval_text.string() + "'");
   BOOST_TEST(r.exit_code == 2);
-  BOOST_TEST(contains(r.err, "--tokens"));
+  BOOST_TEST(contains(r.err, "--tokens FILE"), r.err);
   BOOST_TEST(contains(r.err, "300"));
+  BOOST_TEST(contains(r.err, "no tokenizer files"), r.err);
 }
+
+#if NLB_WITH_TEXT
+// A GPT-2 model with the real 50257-entry vocabulary and its tokenizer files: the shipped
+// tiny-gpt2 with its embedding widened (rows 256.. small constants). With `eos_always` the
+// final LayerNorm outputs one fixed vector that the (tied) embedding row of <|endoftext|>
+// matches best, so every next token is <|endoftext|>.
+fs::path bpe_model_dir(const std::string& name, bool eos_always) {
+  constexpr std::int64_t vocab = 50257, d = 128;
+  TensorMap t = read_all(tiny_gpt2 / "model.safetensors");
+  auto config = nlohmann::json::parse(slurp(tiny_gpt2 / "config.json"));
+  auto& wte = t["transformer.wte.weight"];
+  wte.values.resize(vocab * d, 0.01f);
+  wte.shape = {vocab, d};
+  config["vocab_size"] = vocab;
+  if (eos_always) {
+    auto& gamma = t["transformer.ln_f.weight"].values;
+    auto& beta = t["transformer.ln_f.bias"].values;
+    std::fill(gamma.begin(), gamma.end(), 0.0f);
+    std::fill(beta.begin(), beta.end(), 1.0f);
+    std::fill(wte.values.begin() + (vocab - 1) * d, wte.values.end(), 1.0f);
+  }
+  const fs::path dir = write_model(name, t, config);
+  for (const char* file : {"vocab.json", "merges.txt"})
+    fs::copy_file(source_dir / "models/gpt2-tokenizer" / file, dir / file,
+                  fs::copy_options::overwrite_existing);
+  return dir;
+}
+
+BOOST_AUTO_TEST_CASE(tokenize_gives_tiktokens_ids) {
+  // Independent reference: the tiktoken package's gpt2 encoding (tests/fixtures/README.md).
+  std::ifstream in(source_dir / "tests/fixtures/tokenizer-reference.json");
+  BOOST_TEST_REQUIRE(in.good(), "tests/fixtures/tokenizer-reference.json is missing");
+  const auto fixture = nlohmann::json::parse(in);
+  int checked = 0;
+  for (const auto& c : fixture.at("cases")) {
+    const std::string text = c.at("text");
+    // Strings a shell argument carries unchanged (no quote, no NUL): the rest are checked
+    // through the library in tests/text.
+    if (text.empty() || text.size() > 200 || text.find('\'') != std::string::npos ||
+        text.find('\0') != std::string::npos)
+      continue;
+    const auto r =
+        run_nlb("tokenize --tokenizer '" + (source_dir / "models/gpt2-tokenizer").string() +
+                "' --string '" + text + "' --json");
+    BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+    const auto out = nlohmann::json::parse(r.out);
+    BOOST_TEST(out.at("ids") == c.at("gpt2").at("tiktoken"), c.at("name"));
+    BOOST_TEST(out.at("count") == c.at("gpt2").at("tiktoken").size());
+    if (++checked == 40)
+      break;
+  }
+  BOOST_TEST(checked == 40);
+  // Special tokens only when allowed.
+  const std::string gpt2 = (source_dir / "models/gpt2-tokenizer").string();
+  const auto as_text =
+      run_nlb("tokenize --tokenizer '" + gpt2 + "' --string '<|endoftext|>' --json");
+  const auto allowed = run_nlb("tokenize --tokenizer '" + gpt2 +
+                               "' --string '<|endoftext|>' --json --allow-special");
+  BOOST_TEST(nlohmann::json::parse(allowed.out).at("ids") == nlohmann::json::array({50256}));
+  BOOST_TEST(nlohmann::json::parse(as_text.out).at("count").get<int>() > 1);
+  // Usage errors.
+  BOOST_TEST(run_nlb("tokenize --string x --json").exit_code == 2);
+  BOOST_TEST(run_nlb("tokenize --tokenizer '" + gpt2 + "' --json").exit_code == 2);
+  const auto none = run_nlb("tokenize --tokenizer '" + tiny_gpt2.string() + "' --string x");
+  BOOST_TEST(none.exit_code == 2);
+  BOOST_TEST(contains(none.err, "no tokenizer files"), none.err);
+}
+
+BOOST_AUTO_TEST_CASE(text_on_a_bpe_model_is_encoded_with_its_tokenizer) {
+  const fs::path dir = bpe_model_dir("bpe50257", false);
+  const fs::path ids = scratch_dir() / "eval-bpe.u16.bin";
+  const auto tok = run_nlb("tokenize --model '" + dir.string() + "' --text '" + eval_text.string() +
+                           "' --out '" + ids.string() + "'");
+  BOOST_TEST_REQUIRE(tok.exit_code == 0, tok.err);
+  const auto tokens = nlb::io::read_token_file(ids, nlb::io::TokenDType::U16);
+  // BPE: fewer tokens than bytes, and ids beyond the byte range.
+  BOOST_TEST(tokens.size() < fs::file_size(eval_text) / 2);
+  BOOST_TEST(*std::max_element(tokens.begin(), tokens.end()) > 255);
+  const std::string common = "eval --model '" + dir.string() + "' --max-windows 2 --json ";
+  const auto by_text = run_nlb(common + "--text '" + eval_text.string() + "'");
+  const auto by_ids = run_nlb(common + "--tokens '" + ids.string() + "'");
+  BOOST_TEST_REQUIRE(by_text.exit_code == 0, by_text.err);
+  BOOST_TEST_REQUIRE(by_ids.exit_code == 0, by_ids.err);
+  BOOST_TEST(nlohmann::json::parse(by_text.out) == nlohmann::json::parse(by_ids.out));
+}
+
+BOOST_AUTO_TEST_CASE(generate_on_a_bpe_model_streams_text_and_stops_at_end_of_text) {
+  const fs::path dir = bpe_model_dir("bpe50257-eos", true);
+  const auto r = run_nlb("generate --model '" + dir.string() +
+                         "' --prompt 'In the beginning' --max-new-tokens 20 --temperature 0");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  BOOST_TEST(r.out == "In the beginning\n");  // <|endoftext|> first: nothing after the prompt
+  const fs::path plain = bpe_model_dir("bpe50257", false);
+  const std::string common =
+      "generate --model '" + plain.string() + "' --prompt 'In the beginning' --max-new-tokens 12 ";
+  const auto a = run_nlb(common + "--seed 3 --top-k 50");
+  const auto b = run_nlb(common + "--seed 3 --top-k 50");
+  BOOST_TEST_REQUIRE(a.exit_code == 0, a.err);
+  BOOST_TEST(a.out == b.out);
+  BOOST_TEST(a.out.rfind("In the beginning", 0) == 0u);
+  BOOST_TEST(a.out.size() > std::string("In the beginning\n").size());
+}
+#endif
 
 // The published forms of the checkpoints: GPT-2 hub files without the "transformer." prefix and
 // with attn.bias / attn.masked_bias buffers; older Pythia files with attention.bias,

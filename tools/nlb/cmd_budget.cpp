@@ -80,12 +80,13 @@ io::TokenDType check_budget_inputs(const Args& args) {
 }
 
 std::vector<TokenStream> read_budget_inputs(const Args& args, const ModelConfig& config,
+                                            const std::filesystem::path& model_dir,
                                             io::TokenDType dtype) {
   const std::vector<std::string> default_texts{"kjv-fit.txt", "kjv-label.txt", "kjv-eval.txt",
                                                "jargon-eval.txt"};
   std::vector<TokenStream> out;
   for (std::size_t i = 0; i < budget_inputs().size(); ++i) {
-    out.push_back(read_token_input(args, config, budget_inputs()[i], dtype,
+    out.push_back(read_token_input(args, config, model_dir, budget_inputs()[i], dtype,
                                    source_dir() / "data" / default_texts[i]));
   }
   return out;
@@ -148,7 +149,7 @@ int run_budget(const std::vector<std::string>& argv) {
   const auto& config = model.config();
   protocol.context = args.integer("context", std::min(protocol.context, config.n_positions), 2,
                                   config.n_positions);
-  const auto inputs = read_budget_inputs(args, config, dtype);
+  const auto inputs = read_budget_inputs(args, config, model_dir, dtype);
   const auto& fit = inputs[0].tokens;
   const auto& label = inputs[1].tokens;
   const auto& eval = inputs[2].tokens;

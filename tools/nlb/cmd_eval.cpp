@@ -12,9 +12,10 @@ int run_eval(const std::vector<std::string>& argv) {
   auto options = token_options;
   options.insert({"model", "context", "max-windows"});
   const Args args(argv, options, {"json"});
-  const auto model = load_model<float>(args.get("model", default_model().string()));
+  const std::filesystem::path model_dir = args.get("model", default_model().string());
+  const auto model = load_model<float>(model_dir);
   const auto& config = model.config();
-  const auto tokens = read_token_stream(args, config);
+  const auto tokens = read_token_stream(args, config, model_dir);
   const Index context = args.integer("context", config.n_positions, 2, config.n_positions);
   const Index max_windows = args.integer("max-windows", 0, 0, 1LL << 40);
   const Progress progress("eval windows");

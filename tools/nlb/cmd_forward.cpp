@@ -12,9 +12,10 @@ int run_forward(const std::vector<std::string>& argv) {
   options.insert({"model", "context", "windows", "out"});
   const Args args(argv, options, {});
   const std::string out = args.get("out");
-  const auto model = load_model<float>(args.get("model", default_model().string()));
+  const std::filesystem::path model_dir = args.get("model", default_model().string());
+  const auto model = load_model<float>(model_dir);
   const auto& config = model.config();
-  const auto tokens = read_token_stream(args, config);
+  const auto tokens = read_token_stream(args, config, model_dir);
   const Index context = args.integer("context", 1, config.n_positions);
   const Index windows = args.integer("windows", 1, 1LL << 30);
   if (static_cast<Index>(tokens.size()) < windows * context) {

@@ -143,10 +143,10 @@ struct FitSettings {
   double lambda = 0.0;
 };
 
-FitSettings fit_settings(const Args& args, const ModelConfig& config) {
+FitSettings fit_settings(const Args& args, const ModelConfig& config, const fs::path& model_dir) {
   const BudgetProtocol defaults;
   FitSettings fit;
-  fit.tokens = read_token_input(args, config, fit_input, token_dtype(args, {fit_input}),
+  fit.tokens = read_token_input(args, config, model_dir, fit_input, token_dtype(args, {fit_input}),
                                 source_dir() / "data/kjv-fit.txt");
   fit.context = args.integer("context", std::min(defaults.context, config.n_positions), 2,
                              config.n_positions);
@@ -268,7 +268,7 @@ int run_linearize(const std::vector<std::string>& argv) {
     for (Index layer : layers)
       parts.push_back(read_gate_layer(gates, layer, config.d_model));
   } else {
-    fit = fit_settings(args, config);
+    fit = fit_settings(args, config, model_dir);
     parts = fit_surrogates(model_dir, fit, layers);
   }
 

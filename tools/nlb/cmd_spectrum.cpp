@@ -187,7 +187,7 @@ int run_spectrum(const std::vector<std::string>& argv) {
   const Index context = args.integer("context", config.n_positions, 2, config.n_positions);
   std::vector<std::int32_t> tokens;
   if (with_text)
-    tokens = read_token_stream(args, config);
+    tokens = read_token_stream(args, config, model_dir);
 
   const auto heads = model_attention_spectrum(model, spectrum_options);
   const auto cascade = spectral_cascade(heads);

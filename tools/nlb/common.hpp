@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +17,10 @@
 #include "args.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/config.hpp"
+#if NLB_WITH_TEXT
+#include "nlb/io/detail/file_io.hpp"
+#include "nlb/text/load_tokenizer.hpp"
+#endif
 
 namespace nlb::cli {
 
@@ -30,7 +37,7 @@ inline std::filesystem::path default_model() {
 inline constexpr const char* budget_default_out = "budget-report";
 inline constexpr const char* spectrum_default_out = "spectrum-report";
 inline constexpr long long spectrum_default_windows = 32;  // conversions; 0 means all windows
-inline constexpr long long generate_default_length = 64;
+inline constexpr long long generate_default_max_new_tokens = 64;
 
 /// One token input of a subcommand, given as either of two options: a text file whose bytes
 /// are the tokens (byte-level models, vocab <= 256), or a token-id file (little-endian u16, or
@@ -55,6 +62,55 @@ struct TokenStream {
   std::string path;
   bool ids = false;  ///< a token-id file (else the bytes of a text file)
 };
+
+#if NLB_WITH_TEXT
+/// The tokenizer of the model directory `dir` (tokenizer.json, or vocab.json + merges.txt), or
+/// null when it has none. Loaded once per directory and kept for the program's lifetime, so a
+/// subcommand with several text inputs reads the files once. FormatError (from the loaders)
+/// when the files are malformed or their vocabulary exceeds the model's embedding.
+inline const text::Tokenizer* model_tokenizer(const std::filesystem::path& dir,
+                                              const ModelConfig& config) {
+  static std::map<std::filesystem::path, std::optional<text::Tokenizer>> loaded;
+  auto it = loaded.find(dir);
+  if (it == loaded.end())
+    it =
+        loaded.emplace(dir, text::load_tokenizer(dir, {.embedding_size = config.vocab_size})).first;
+  return it->second ? &*it->second : nullptr;
+}
+#endif
+
+/// The tokens of the text file `path` for the model in `model_dir`: its bytes for a byte-level
+/// model (vocab <= 256), else the ids of the directory's own tokenizer (special tokens in the
+/// text are ordinary text). A usage error naming `option` and the token-id alternative
+/// `ids_option` when the model needs a tokenizer and its directory has none (or this program was
+/// built without nlb/text).
+inline std::vector<std::int32_t> encode_text_file(const std::filesystem::path& path,
+                                                  const std::string& option,
+                                                  const std::string& ids_option,
+                                                  const std::filesystem::path& model_dir,
+                                                  const ModelConfig& config) {
+  if (config.vocab_size <= 256)
+    return io::read_text_tokens(path);
+#if NLB_WITH_TEXT
+  if (const text::Tokenizer* tokenizer = model_tokenizer(model_dir, config)) {
+    const std::vector<std::uint8_t> bytes = io::detail::read_file_bytes(path);
+    return tokenizer->encode(
+        std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  }
+  throw UsageError(option + " " + path.string() + ": this model's vocabulary has " +
+                   std::to_string(config.vocab_size) + " entries and " + model_dir.string() +
+                   " has no tokenizer files (tokenizer.json, or vocab.json and merges.txt): add "
+                   "them, or pass " +
+                   ids_option + " FILE with token ids (uint16, or --token-dtype u32)");
+#else
+  (void)model_dir;
+  throw UsageError(option + " " + path.string() + ": this model's vocabulary has " +
+                   std::to_string(config.vocab_size) +
+                   " entries and this nlb was built without tokenizers (utf8proc not found): "
+                   "pass " +
+                   ids_option + " FILE with token ids (uint16, or --token-dtype u32)");
+#endif
+}
 
 /// Whether `input` was given on the command line; a usage error if both of its options are.
 inline bool has_token_input(const Args& args, const TokenInput& input) {
@@ -91,10 +147,12 @@ inline io::TokenDType token_dtype(const Args& args, const std::vector<TokenInput
 }
 
 /// Reads `input`: the token-id file (in `dtype`; every id checked against the vocabulary) or the
-/// text file named on the command line; with neither, the text file `default_text`, or a usage
-/// error naming both options when there is no default.
+/// text file named on the command line (encode_text_file: bytes, or the tokenizer of
+/// `model_dir`); with neither, the text file `default_text`, or a usage error naming both
+/// options when there is no default.
 inline TokenStream read_token_input(const Args& args, const ModelConfig& config,
-                                    const TokenInput& input, io::TokenDType dtype,
+                                    const std::filesystem::path& model_dir, const TokenInput& input,
+                                    io::TokenDType dtype,
                                     const std::filesystem::path& default_text = {}) {
   TokenStream s;
   if (!has_token_input(args, input) && default_text.empty()) {
@@ -110,21 +168,18 @@ inline TokenStream read_token_input(const Args& args, const ModelConfig& config,
   }
   const bool given = args.has(input.text_option);
   s.path = given ? args.get(input.text_option) : default_text.string();
-  if (config.vocab_size > 256) {
-    throw UsageError(s.option + (given ? "" : " (default " + s.path + ")") +
-                     " reads a file's bytes as tokens, but this model's vocabulary has " +
-                     std::to_string(config.vocab_size) + " entries: pass --" + input.ids_option +
-                     " FILE with token ids (uint16, or --token-dtype u32)");
-  }
-  s.tokens = io::read_text_tokens(s.path);
+  s.tokens = encode_text_file(s.path, s.option + (given ? "" : " (default)"),
+                              "--" + input.ids_option, model_dir, config);
   return s;
 }
 
 /// The token stream of eval, forward and spectrum: exactly one of --text FILE and --tokens FILE.
-inline std::vector<std::int32_t> read_token_stream(const Args& args, const ModelConfig& config) {
+inline std::vector<std::int32_t> read_token_stream(const Args& args, const ModelConfig& config,
+                                                   const std::filesystem::path& model_dir) {
   if (args.has("text") == args.has("tokens"))
     throw UsageError("pass exactly one of --text FILE and --tokens FILE");
-  return read_token_input(args, config, single_input, token_dtype(args, {single_input})).tokens;
+  return read_token_input(args, config, model_dir, single_input, token_dtype(args, {single_input}))
+      .tokens;
 }
 
 /// Progress on stderr, only when stderr is a terminal (logs and CI stay clean).
@@ -151,5 +206,6 @@ int run_generate(const std::vector<std::string>& argv);
 int run_budget(const std::vector<std::string>& argv);
 int run_linearize(const std::vector<std::string>& argv);
 int run_spectrum(const std::vector<std::string>& argv);
+int run_tokenize(const std::vector<std::string>& argv);
 
 }  // namespace nlb::cli

@@ -27,6 +27,8 @@ Run find_command(const std::string& name) {
     return nlb::cli::run_linearize;
   if (name == "spectrum")
     return nlb::cli::run_spectrum;
+  if (name == "tokenize")
+    return nlb::cli::run_tokenize;
   return nullptr;
 }
 

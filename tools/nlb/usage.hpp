@@ -32,7 +32,9 @@ inline std::string budgets(const std::vector<double>& pcts) {
 
 // The lines every subcommand that reads one token stream shares.
 inline const char* token_lines =
-    "  --text FILE           a text file; its bytes are the tokens (byte-level models only)\n"
+    "  --text FILE           a text file: encoded with the model directory's tokenizer\n"
+    "                        (tokenizer.json, or vocab.json + merges.txt); a byte-level\n"
+    "                        model's tokens are the file's bytes\n"
     "  --tokens FILE         a token-id file: little-endian ids back to back, no header\n"
     "  --token-dtype u32     the ids of --tokens are uint32 (default u16)\n";
 
@@ -76,15 +78,16 @@ inline const std::vector<CommandHelp>& command_help() {
              "  --windows K           how many windows (required)\n"
              "  --out FILE            the safetensors file (written whole or not at all)\n"});
     c.push_back(
-        {"generate", "continue a prompt (byte-level models)",
-         "usage: nlb generate [--model DIR] --prompt TEXT [--length N] [--top-k K]\n"
+        {"generate", "continue a prompt, streaming the text",
+         "usage: nlb generate [--model DIR] --prompt TEXT [--max-new-tokens N] [--top-k K]\n"
          "                    [--temperature T] [--seed S]\n\n"
-         "Continues the prompt with a KV cache; its bytes are the tokens, so the model must be\n"
-         "byte-level (vocab <= 256).\n\n" +
+         "Continues the prompt with a KV cache and writes the text as it is generated. The\n"
+         "prompt is encoded with the model directory's tokenizer (a byte-level model's tokens\n"
+         "are its bytes); <|endoftext|> ends the text.\n\n" +
              std::string(model_line) +
              "  --prompt TEXT         the text to continue (shorter than the model's context)\n"
-             "  --length N            how many tokens to generate (default " +
-             std::to_string(generate_default_length) +
+             "  --max-new-tokens N    how many tokens to generate at most (default " +
+             std::to_string(generate_default_max_new_tokens) +
              ")\n"
              "  --top-k K             sample among the K most likely tokens (default " +
              std::to_string(sampling.top_k) +
@@ -187,6 +190,24 @@ inline const std::vector<CommandHelp>& command_help() {
              "  --qk-bias B           exclude (default): decompose the paper's W_Q W_K^T;\n"
              "                        homogeneous: [W_Q; b_Q][W_K; b_K]^T with the q/k biases\n"
              "  --json                print report.json to stdout\n"});
+    c.push_back(
+        {"tokenize", "text to token ids with a model directory's tokenizer",
+         "usage: nlb tokenize (--tokenizer DIR | --model DIR) (--text FILE | --string S)\n"
+         "                    [--allow-special] [--json | --out FILE [--token-dtype u32]]\n\n"
+         "Encodes the text with the directory's tokenizer.json, or vocab.json and merges.txt\n"
+         "(docs/text.md). Prints the ids separated by spaces, or as JSON, or writes them as a\n"
+         "token-id file that --tokens and --*-tokens-file read.\n\n"
+         "  --tokenizer DIR       a directory with tokenizer files\n"
+         "  --model DIR           a model directory: its tokenizer, checked against its\n"
+         "                        vocabulary (a byte-level model gives the text's bytes)\n"
+         "  --text FILE           the text: a file's bytes\n"
+         "  --string S            the text: S\n"
+         "  --allow-special       <|endoftext|> and other special tokens in the text become\n"
+         "                        their ids (default: ordinary text)\n"
+         "  --json                print {\"ids\": [...], \"count\": N}\n"
+         "  --out FILE            write the ids (little-endian uint16; written whole or not\n"
+         "                        at all)\n"
+         "  --token-dtype u32     write uint32 ids\n"});
     return c;
   }();
   return commands;
@@ -214,7 +235,8 @@ inline std::string overview_help() {
   }
   out +=
       "\nOptions with \"tokens\" in their name are token-id files (little-endian uint16, or\n"
-      "uint32 with --token-dtype u32); --text options are texts whose bytes are the tokens.\n"
+      "uint32 with --token-dtype u32); --text options are texts, encoded with the model\n"
+      "directory's tokenizer (a byte-level model's tokens are the bytes).\n"
       "--model defaults to the shipped models/tiny-gpt2. Errors go to stderr with a non-zero\n"
       "exit: 1 for bad input files or data, 2 for a wrong command line.\n";
   return out;

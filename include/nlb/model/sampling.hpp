@@ -78,12 +78,14 @@ class TokenSampler {
 };
 
 /// Generates up to `count` tokens after `prompt` with a KV cache (one forward per new token),
-/// stopping early at the model's n_positions. Returns the new tokens only. One workspace
-/// serves every step, so after the first decoded token a step allocates nothing in the model
-/// (the sampler's top-k path keeps its own buffers per call).
-template <class Model>
+/// stopping early at the model's n_positions or when `on_token(id)` returns false. on_token sees
+/// each new token as soon as it is sampled (streaming output; a stop token such as
+/// "<|endoftext|>" is seen, then the run ends). Returns the new tokens only, the refused one
+/// included. One workspace serves every step, so after the first decoded token a step
+/// allocates nothing in the model (the sampler's top-k path keeps its own buffers per call).
+template <class Model, class OnToken>
 std::vector<std::int32_t> generate(const Model& model, std::span<const std::int32_t> prompt,
-                                   Index count, TokenSampler& sampler) {
+                                   Index count, TokenSampler& sampler, OnToken&& on_token) {
   auto cache = model.make_cache();
   typename Model::Workspace ws;
   RowMatrix<typename Model::Scalar> logits;
@@ -93,11 +95,18 @@ std::vector<std::int32_t> generate(const Model& model, std::span<const std::int3
   for (Index i = 0; i < count; ++i) {
     const std::int32_t next = sampler.next(logits.row(logits.rows() - 1));
     out.push_back(next);
-    if (cache.length() >= cache.capacity() || i + 1 == count)
+    if (!on_token(next) || cache.length() >= cache.capacity() || i + 1 == count)
       break;
     model.forward(std::span<const std::int32_t>(&out.back(), 1), logits, ws, NoTaps{}, &cache);
   }
   return out;
+}
+
+/// generate() without a callback: exactly `count` tokens unless the context fills first.
+template <class Model>
+std::vector<std::int32_t> generate(const Model& model, std::span<const std::int32_t> prompt,
+                                   Index count, TokenSampler& sampler) {
+  return generate(model, prompt, count, sampler, [](std::int32_t) { return true; });
 }
 
 }  // namespace nlb
