@@ -20,7 +20,7 @@ int run_tokenize(const std::vector<std::string>& argv) {
     throw UsageError("pass exactly one of --text FILE and --string S");
   if (args.has("token-dtype") && !args.has("out"))
     throw UsageError("--token-dtype sets the id width of --out: pass --out FILE");
-  if (args.has("json") && args.has("out"))
+  if (args.flag("json") && args.has("out"))
     throw UsageError("--json prints the ids; --out writes them: pass one of them");
 
   std::string text;
@@ -31,7 +31,7 @@ int run_tokenize(const std::vector<std::string>& argv) {
     text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   }
   const auto special =
-      args.has("allow-special") ? text::SpecialTokens::allowed : text::SpecialTokens::as_text;
+      args.flag("allow-special") ? text::SpecialTokens::allowed : text::SpecialTokens::as_text;
 
   std::vector<std::int32_t> ids;
   if (args.has("tokenizer")) {
@@ -66,10 +66,10 @@ int run_tokenize(const std::vector<std::string>& argv) {
                  std::string(io::to_string(dtype)).c_str(), args.get("out").c_str());
     return 0;
   }
-  std::string line = args.has("json") ? "{\"ids\": [" : "";
+  std::string line = args.flag("json") ? "{\"ids\": [" : "";
   for (std::size_t i = 0; i < ids.size(); ++i)
-    line += (i == 0 ? "" : args.has("json") ? ", " : " ") + std::to_string(ids[i]);
-  if (args.has("json"))
+    line += (i == 0 ? "" : args.flag("json") ? ", " : " ") + std::to_string(ids[i]);
+  if (args.flag("json"))
     line += "], \"count\": " + std::to_string(ids.size()) + "}";
   std::printf("%s\n", line.c_str());
   return 0;
