@@ -37,16 +37,14 @@ int run_generate(const std::vector<std::string>& argv) {
   std::function<std::string(std::int32_t)> piece;
   std::optional<std::int32_t> eos;
   if (config.vocab_size <= 256) {
-    for (const char c : prompt)
-      tokens.push_back(static_cast<std::int32_t>(static_cast<unsigned char>(c)));
+    tokens = byte_tokens(prompt);
     piece = [](std::int32_t t) { return std::string(1, static_cast<char>(t)); };
   } else {
 #if NLB_WITH_TEXT
     const text::Tokenizer* tokenizer = model_tokenizer(model_dir, config);
     if (!tokenizer) {
       throw UsageError("this model's vocabulary has " + std::to_string(config.vocab_size) +
-                       " entries and " + model_dir.string() +
-                       " has no tokenizer files (tokenizer.json, or vocab.json and merges.txt)");
+                       " entries and " + model_dir.string() + " has " + no_tokenizer_files);
     }
     tokens = tokenizer->encode(prompt);
     eos = tokenizer->eos_id();

@@ -23,13 +23,8 @@ int run_tokenize(const std::vector<std::string>& argv) {
   if (args.flag("json") && args.has("out"))
     throw UsageError("--json prints the ids; --out writes them: pass one of them");
 
-  std::string text;
-  if (args.has("string")) {
-    text = args.get("string");
-  } else {
-    const auto bytes = io::detail::read_file_bytes(args.get("text"));
-    text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  }
+  const std::string text =
+      args.has("string") ? args.get("string") : text::detail::read_text_file(args.get("text"));
   const auto special =
       args.flag("allow-special") ? text::SpecialTokens::allowed : text::SpecialTokens::as_text;
 
@@ -38,8 +33,7 @@ int run_tokenize(const std::vector<std::string>& argv) {
     const std::filesystem::path dir = args.get("tokenizer");
     const auto tokenizer = text::load_tokenizer(dir);
     if (!tokenizer) {
-      throw UsageError("--tokenizer " + dir.string() +
-                       ": no tokenizer files (tokenizer.json, or vocab.json and merges.txt)");
+      throw UsageError("--tokenizer " + dir.string() + ": " + no_tokenizer_files);
     }
     ids = tokenizer->encode(text, special);
   } else {
@@ -47,15 +41,13 @@ int run_tokenize(const std::vector<std::string>& argv) {
     const std::filesystem::path dir = args.get("model");
     const ModelConfig config = read_hf_config(dir / "config.json");
     if (config.vocab_size <= 256) {
-      for (const char c : text)
-        ids.push_back(static_cast<std::int32_t>(static_cast<unsigned char>(c)));
+      ids = byte_tokens(text);
     } else if (const text::Tokenizer* tokenizer = model_tokenizer(dir, config)) {
       ids = tokenizer->encode(text, special);
     } else {
       throw UsageError("--model " + dir.string() + ": this model's vocabulary has " +
-                       std::to_string(config.vocab_size) +
-                       " entries and the directory has no tokenizer files (tokenizer.json, or "
-                       "vocab.json and merges.txt)");
+                       std::to_string(config.vocab_size) + " entries and the directory has " +
+                       no_tokenizer_files);
     }
   }
 

@@ -12,13 +12,14 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "args.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/config.hpp"
 #if NLB_WITH_TEXT
-#include "nlb/io/detail/file_io.hpp"
+#include "nlb/text/detail/messages.hpp"
 #include "nlb/text/load_tokenizer.hpp"
 #endif
 
@@ -63,6 +64,19 @@ struct TokenStream {
   bool ids = false;  ///< a token-id file (else the bytes of a text file)
 };
 
+/// What a model directory lacks when it has no tokenizer (one wording for every message).
+inline constexpr const char* no_tokenizer_files =
+    "no tokenizer files (tokenizer.json, or vocab.json and merges.txt)";
+
+/// The tokens of a byte-level model for `text`: its bytes, 0..255.
+inline std::vector<std::int32_t> byte_tokens(std::string_view text) {
+  std::vector<std::int32_t> ids;
+  ids.reserve(text.size());
+  for (const char c : text)
+    ids.push_back(static_cast<std::int32_t>(static_cast<unsigned char>(c)));
+  return ids;
+}
+
 #if NLB_WITH_TEXT
 /// The tokenizer of the model directory `dir` (tokenizer.json, or vocab.json + merges.txt), or
 /// null when it has none. Loaded once per directory and kept for the program's lifetime, so a
@@ -92,16 +106,12 @@ inline std::vector<std::int32_t> encode_text_file(const std::filesystem::path& p
   if (config.vocab_size <= 256)
     return io::read_text_tokens(path);
 #if NLB_WITH_TEXT
-  if (const text::Tokenizer* tokenizer = model_tokenizer(model_dir, config)) {
-    const std::vector<std::uint8_t> bytes = io::detail::read_file_bytes(path);
-    return tokenizer->encode(
-        std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-  }
+  if (const text::Tokenizer* tokenizer = model_tokenizer(model_dir, config))
+    return tokenizer->encode(text::detail::read_text_file(path.string()));
   throw UsageError(option + " " + path.string() + ": this model's vocabulary has " +
                    std::to_string(config.vocab_size) + " entries and " + model_dir.string() +
-                   " has no tokenizer files (tokenizer.json, or vocab.json and merges.txt): add "
-                   "them, or pass " +
-                   ids_option + " FILE with token ids (uint16, or --token-dtype u32)");
+                   " has " + no_tokenizer_files + ": add them, or pass " + ids_option +
+                   " FILE with token ids (uint16, or --token-dtype u32)");
 #else
   (void)model_dir;
   throw UsageError(option + " " + path.string() + ": this model's vocabulary has " +
