@@ -9,6 +9,7 @@
 #include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
 #include "nlb/model/mlp_slot.hpp"
+#include "nlb/model/model_summary.hpp"
 #include "nlb/model/sampling.hpp"
 #include "nlb/model/sd_loader.hpp"
 #include "nlb/model/taps.hpp"

@@ -1,7 +1,8 @@
 // io/safetensors.hpp and io/safetensors_writer.hpp: reading hand-assembled files (aligned
 // and unaligned), files written by the independent Python generator, writer round trips
-// for every dtype, the writer's byte layout, all-or-nothing writes, and the malformed
-// corpus in tests/fixtures/malformed-safetensors (each file -> its specific FormatError).
+// for every dtype, the writer's byte layout, all-or-nothing writes, transposed reads, the
+// memory-mapped file against an in-memory copy, and the malformed corpus in
+// tests/fixtures/malformed-safetensors (each file -> its specific FormatError).
 #include <algorithm>
 #include <bit>
 #include <boost/test/unit_test.hpp>
@@ -566,4 +567,75 @@ BOOST_AUTO_TEST_CASE(malformed_corpus_gives_specific_errors) {
       BOOST_TEST(contains(message, phrase), message);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(transposed_reads_equal_eigens_transpose) {
+  // read_matrix_transposed converts in blocks of 32 rows; sizes around that block and a
+  // permutation of the outputs are checked against read_matrix + Eigen's transpose (the
+  // permutation applied by hand), for every floating dtype.
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  SafetensorsWriter writer;
+  const std::vector<std::pair<nlb::Index, nlb::Index>> shapes = {
+      {1, 1}, {31, 5}, {32, 33}, {70, 48}, {96, 3}};
+  for (const auto& [rows, cols] : shapes) {
+    std::vector<double> v(static_cast<std::size_t>(rows * cols));
+    for (auto& x : v)
+      x = normal(rng);
+    for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+      writer.add("m" + std::to_string(rows) + "x" + std::to_string(cols) + "." +
+                     std::string(nlb::io::to_string(dt)),
+                 dt, {rows, cols}, v);
+    }
+  }
+  nlb::test::ScratchDir tmp;
+  const fs::path path = tmp.path / "transposed.safetensors";
+  writer.write(path);
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  for (const auto& [rows, cols] : shapes) {
+    // A permutation: reversed in pairs of rows (and the last row kept when rows is odd).
+    std::vector<nlb::Index> column(static_cast<std::size_t>(rows));
+    for (nlb::Index o = 0; o < rows; ++o)
+      column[static_cast<std::size_t>(o)] = (o ^ 1) < rows ? (o ^ 1) : o;
+    for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) {
+      const std::string name = "m" + std::to_string(rows) + "x" + std::to_string(cols) + "." +
+                               std::string(nlb::io::to_string(dt));
+      const nlb::RowMatrix<float> plain = file.read_matrix<float>(name, rows, cols);
+      const nlb::RowMatrix<float> want = plain.transpose();
+      BOOST_TEST((file.read_matrix_transposed<float>(name, rows, cols) == want), name);
+      nlb::RowMatrix<float> permuted(cols, rows);
+      for (nlb::Index o = 0; o < rows; ++o)
+        permuted.col(column[static_cast<std::size_t>(o)]) = plain.row(o).transpose();
+      BOOST_TEST((file.read_matrix_transposed<float>(name, rows, cols, column) == permuted), name);
+      const nlb::RowMatrix<double> want_double =
+          file.read_matrix<double>(name, rows, cols).transpose();
+      BOOST_TEST((file.read_matrix_transposed<double>(name, rows, cols) == want_double), name);
+    }
+  }
+  // Reading releases the tensor's pages; reading again gives the same values.
+  const auto again = file.read_matrix_transposed<float>("m70x48.F32", 70, 48);
+  BOOST_TEST((again == file.read_matrix<float>("m70x48.F32", 70, 48).transpose().eval()));
+  // The file's size, and the mapped file reads what the in-memory copy reads.
+  BOOST_TEST(file.file_size() == fs::file_size(path));
+  std::ifstream in(path, std::ios::binary);
+  Bytes bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const SafetensorsFile copy = SafetensorsFile::from_bytes(bytes, "copy");
+  BOOST_TEST(
+      (copy.read_matrix<float>("m96x3.F16", 96, 3) == file.read_matrix<float>("m96x3.F16", 96, 3)));
+  // Argument and shape errors.
+  BOOST_CHECK_THROW(file.read_matrix_transposed<float>("m31x5.F32", 5, 31), nlb::FormatError);
+  BOOST_CHECK_THROW(file.read_matrix_transposed<float>("m31x5.F32", -1, 5), nlb::ArgumentError);
+  const std::vector<nlb::Index> short_map(30, 0);
+  BOOST_CHECK_THROW(file.read_matrix_transposed<float>("m31x5.F32", 31, 5, short_map),
+                    nlb::ArgumentError);
+  std::vector<nlb::Index> out_of_range(31, 0);
+  out_of_range[3] = 31;
+  BOOST_CHECK_THROW(file.read_matrix_transposed<float>("m31x5.F32", 31, 5, out_of_range),
+                    nlb::ArgumentError);
+  std::vector<nlb::Index> repeated(31);
+  for (nlb::Index o = 0; o < 31; ++o)
+    repeated[static_cast<std::size_t>(o)] = o;
+  repeated[4] = 3;  // 3 twice, 4 never
+  BOOST_CHECK_THROW(file.read_matrix_transposed<float>("m31x5.F32", 31, 5, repeated),
+                    nlb::ArgumentError);
 }

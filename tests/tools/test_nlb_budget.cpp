@@ -22,6 +22,7 @@
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/config.hpp"
 #include "scratch_dir.hpp"
+#include "tolerances.hpp"
 
 namespace {
 
@@ -294,6 +295,40 @@ BOOST_AUTO_TEST_CASE(small_report_is_complete_consistent_and_reproducible) {
   BOOST_CHECK(without_timing(report) == without_timing(again));
   BOOST_CHECK(slurp(out / "layers.csv") == slurp(out2 / "layers.csv"));
 }
+
+#if NLB_WITH_TEXT
+BOOST_AUTO_TEST_CASE(real_vocabulary_model_runs_through_budget) {
+  // models/tiny-gpt2-bpe: GPT-2's 50 257-token vocabulary; every text is encoded with the
+  // model directory's own tokenizer. 8 KB of eval and cross text are about 15 windows of 128
+  // tokens each.
+  nlb::test::ScratchDir dir{"budget-bpe"};
+  const fs::path model = source_dir / "models/tiny-gpt2-bpe";
+  const fs::path eval =
+      dir.write_text("eval.txt", slurp(source_dir / "data/kjv-eval.txt").substr(0, 8000));
+  const fs::path cross =
+      dir.write_text("cross.txt", slurp(source_dir / "data/jargon-eval.txt").substr(0, 8000));
+  const fs::path out = dir.path / "report";
+  const auto r = run_budget(dir, "--model '" + model.string() +
+                                     "' --fit-positions 1000 --label-positions 2000 --eval-text '" +
+                                     eval.string() + "' --cross-text '" + cross.string() +
+                                     "' --seed 7 --budget-pct 3 --out '" + out.string() + "'");
+  BOOST_TEST_MESSAGE(r.err);
+  BOOST_REQUIRE_EQUAL(r.exit_code, 0);
+  const json report = json::parse(slurp(out / "report.json"));
+  for (const auto& e : schema_errors(report))
+    BOOST_ERROR("schema: " << e);
+  BOOST_TEST(report.at("layers").size() == 4u);
+  BOOST_TEST(report.at("protocol").at("eval_windows").get<int>() >= 12);
+  BOOST_TEST(report.at("joint").at(0).at("label_delta_pct").get<double>() <= 3.0);
+  // The report's baseline is the model's perplexity on the eval text, as `nlb eval` measures it.
+  const auto eval_run = nlb::test::run_nlb(
+      dir.path, "eval --model '" + model.string() + "' --text '" + eval.string() + "' --json");
+  BOOST_REQUIRE_EQUAL(eval_run.exit_code, 0);
+  BOOST_TEST(
+      report.at("baseline_ppl").get<double>() == json::parse(eval_run.out).at("ppl").get<double>(),
+      boost::test_tools::tolerance(nlb::test::tol::budget_baseline_ppl_rel));
+}
+#endif
 
 BOOST_AUTO_TEST_CASE(bad_inputs_fail_cleanly_and_leave_no_report) {
   Inputs in;

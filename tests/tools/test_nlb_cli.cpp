@@ -357,8 +357,8 @@ std::set<std::string> options_named_in(const std::string& text) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(help_shows_the_overview_and_each_commands_page) {
-  const std::vector<std::string> commands{"eval",   "forward",   "generate",
-                                          "budget", "linearize", "spectrum"};
+  const std::vector<std::string> commands{"eval",      "forward",  "generate", "budget",
+                                          "linearize", "spectrum", "info"};
   const auto overview = run_nlb("help");
   BOOST_TEST_REQUIRE(overview.exit_code == 0, overview.err);
   for (const auto& c : commands)
@@ -528,6 +528,85 @@ BOOST_AUTO_TEST_CASE(generate_on_a_bpe_model_streams_text_and_stops_at_end_of_te
   BOOST_TEST(a.out.size() > std::string("In the beginning\n").size());
 }
 #endif
+
+#if NLB_WITH_TEXT
+BOOST_AUTO_TEST_CASE(shipped_bpe_model_reproduces_pytorchs_perplexity) {
+  // models/tiny-gpt2-bpe/metrics.json: PyTorch in float64 on the same text, tokenized by
+  // `nlb tokenize` (models/README.md); the tokenizer itself is checked against tiktoken.
+  const fs::path dir = source_dir / "models/tiny-gpt2-bpe";
+  const auto metrics = nlohmann::json::parse(slurp(dir / "metrics.json")).at("kjv_eval");
+  const auto r =
+      run_nlb("eval --model '" + dir.string() + "' --text '" + eval_text.string() + "' --json");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const auto got = nlohmann::json::parse(r.out);
+  BOOST_TEST(got.at("predicted_tokens") == metrics.at("predicted_tokens"));
+  BOOST_TEST(got.at("windows") == metrics.at("windows"));
+  BOOST_TEST(got.at("ppl").get<double>() == metrics.at("ppl").get<double>(),
+             boost::test_tools::tolerance(nlb::test::tol::model_ppl_rel));
+}
+#endif
+
+BOOST_AUTO_TEST_CASE(info_reports_the_models_pytorch_counted) {
+  // The parameter count of each shipped model is PyTorch's (train.py writes it to
+  // metrics.json), an independent count; nlb info reads only headers.
+  for (const char* name : {"tiny-gpt2", "tiny-neox", "tiny-sd", "tiny-gpt2-bpe"}) {
+    const fs::path dir = source_dir / "models" / name;
+    const auto metrics = nlohmann::json::parse(slurp(dir / "metrics.json"));
+    const auto r = run_nlb("info --model '" + dir.string() + "' --json");
+    BOOST_TEST_REQUIRE(r.exit_code == 0, name << ": " << r.err);
+    const auto info = nlohmann::json::parse(r.out);
+    const auto parameters = metrics.at("parameters").get<std::int64_t>();
+    BOOST_TEST(info.at("parameters").get<std::int64_t>() == parameters, name);
+    BOOST_TEST(info.at("memory").at("weights_float32_bytes").get<std::int64_t>() == 4 * parameters,
+               name);
+    BOOST_TEST(info.at("files").size() == 1u, name);
+    BOOST_TEST(info.at("files")[0].at("bytes").get<std::uintmax_t>() ==
+                   fs::file_size(dir / "model.safetensors"),
+               name);
+    const auto text = run_nlb("info --model '" + dir.string() + "'");
+    BOOST_TEST_REQUIRE(text.exit_code == 0, name << ": " << text.err);
+    BOOST_TEST(contains(text.out, "architecture  " + info.at("architecture").get<std::string>()),
+               text.out);
+  }
+  // The BPE model: a BF16 embedding [50257, 64] beside F32 tensors, and its GPT-2 tokenizer.
+  const auto bpe = nlohmann::json::parse(
+      run_nlb("info --model '" + (source_dir / "models/tiny-gpt2-bpe").string() + "' --json").out);
+  BOOST_TEST(bpe.at("dtypes").at("BF16").at("tensors") == 1);
+  BOOST_TEST(bpe.at("dtypes").at("BF16").at("elements") == 50257 * 64);
+  BOOST_TEST(bpe.at("vocab_size") == 50257);
+#if NLB_WITH_TEXT
+  BOOST_TEST(bpe.at("tokenizer").at("kind") == "vocab.json + merges.txt");
+  BOOST_TEST(bpe.at("tokenizer").at("vocabulary") == 50257);
+#endif
+  // A sharded copy of tiny-gpt2: two files, the same parameters.
+  const TensorMap all = read_all(tiny_gpt2 / "model.safetensors");
+  const fs::path sharded = scratch_dir() / "info_sharded";
+  fs::create_directories(sharded);
+  nlb::io::SafetensorsWriter first, second;
+  nlohmann::json index{{"weight_map", nlohmann::json::object()}};
+  std::size_t k = 0;
+  for (const auto& [name, t] : all) {
+    const bool in_first = k++ % 2 == 0;
+    (in_first ? first : second)
+        .add(name, nlb::io::DType::F32, t.shape, std::span<const float>(t.values));
+    index["weight_map"][name] = in_first ? "a.safetensors" : "b.safetensors";
+  }
+  first.write(sharded / "a.safetensors");
+  second.write(sharded / "b.safetensors");
+  std::ofstream(sharded / "model.safetensors.index.json") << index.dump();
+  fs::copy_file(tiny_gpt2 / "config.json", sharded / "config.json",
+                fs::copy_options::overwrite_existing);
+  const auto r = run_nlb("info --model '" + sharded.string() + "' --json");
+  BOOST_TEST_REQUIRE(r.exit_code == 0, r.err);
+  const auto info = nlohmann::json::parse(r.out);
+  BOOST_TEST(info.at("files").size() == 2u);
+  BOOST_TEST(info.at("parameters") ==
+             nlohmann::json::parse(slurp(tiny_gpt2 / "metrics.json")).at("parameters"));
+  // Not a model directory: a clean error.
+  const auto missing = run_nlb("info --model '" + (scratch_dir() / "no-such-model").string() + "'");
+  BOOST_TEST(missing.exit_code == 1);
+  BOOST_TEST(contains(missing.err, "not a model directory"), missing.err);
+}
 
 // The published forms of the checkpoints: GPT-2 hub files without the "transformer." prefix and
 // with attn.bias / attn.masked_bias buffers; older Pythia files with attention.bias,

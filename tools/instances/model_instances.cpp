@@ -27,4 +27,6 @@ template Transformer<float> load_model<float>(const std::filesystem::path&);
 template Transformer<double> load_model<double>(const std::filesystem::path&);
 template Transformer<float> make_transformer<float>(const ModelWeights<float>&);
 template Transformer<double> make_transformer<double>(const ModelWeights<double>&);
+template Transformer<float> make_transformer<float>(ModelWeights<float>&&);
+template Transformer<double> make_transformer<double>(ModelWeights<double>&&);
 }  // namespace nlb

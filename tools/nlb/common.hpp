@@ -217,5 +217,6 @@ int run_budget(const std::vector<std::string>& argv);
 int run_linearize(const std::vector<std::string>& argv);
 int run_spectrum(const std::vector<std::string>& argv);
 int run_tokenize(const std::vector<std::string>& argv);
+int run_info(const std::vector<std::string>& argv);
 
 }  // namespace nlb::cli

@@ -29,6 +29,8 @@ Run find_command(const std::string& name) {
     return nlb::cli::run_spectrum;
   if (name == "tokenize")
     return nlb::cli::run_tokenize;
+  if (name == "info")
+    return nlb::cli::run_info;
   return nullptr;
 }
 

@@ -208,6 +208,13 @@ inline const std::vector<CommandHelp>& command_help() {
          "  --out FILE            write the ids (little-endian uint16; written whole or not\n"
          "                        at all)\n"
          "  --token-dtype u32     write uint32 ids\n"});
+    c.push_back({"info", "what a model directory holds and what loading it needs",
+                 "usage: nlb info [--model DIR] [--json]\n\n"
+                 "Architecture and sizes, parameter count, the safetensors files (or shards) and\n"
+                 "their dtypes, the tokenizer, and the memory the weights take once loaded; from\n"
+                 "config.json, the safetensors headers and the tokenizer files (no weights are\n"
+                 "read, so this is quick on any size of model).\n\n" +
+                     std::string(model_line) + "  --json                print the same as JSON\n"});
     return c;
   }();
   return commands;

@@ -5,8 +5,15 @@ and writes it as a Hugging Face model directory.
 Usage:
   /usr/bin/python3 tools/python/train.py --arch gpt2 --out models/tiny-gpt2
   /usr/bin/python3 tools/python/train.py --arch neox --out models/tiny-neox
+  /usr/bin/python3 tools/python/train.py --arch gpt2-bpe --out models/tiny-gpt2-bpe
   /usr/bin/python3 tools/python/train.py --arch sd --out models/tiny-sd \
       [--sd-ranks 16,16,16,16] [--sd-filter diagonal|scalar] [--sd-attn-layer-norm]
+
+--arch gpt2-bpe is GPT-2 with GPT-2's real BPE vocabulary (50 257 tokens): the
+training and evaluation texts are token files (little-endian u16, as
+`nlb tokenize --out` writes them; defaults out/data/*.gpt2.u16, see
+models/README.md), the byte counts for the per-byte perplexity come from
+--vocab, and the token embedding is stored as BF16.
 
 --arch sd is the GPT-2 layout with S–D attention (nlb_reference/sd_model.py):
 per-layer routing ranks, a diagonal or scalar filter, and by default no
@@ -54,6 +61,10 @@ ARCHS = {
         rotary_emb_base=10000,
         use_parallel_residual=True,
     ),
+    # GPT-2 with GPT-2's BPE vocabulary: 4 layers, d 64, 4 heads, context 128.
+    "gpt2-bpe": lambda args: Gpt2Config(
+        vocab_size=50257, n_positions=128, n_embd=64, n_layer=4, n_head=4, eos_token_id=50256
+    ),
     # GPT-2's layout with S–D attention; ranks, filter and ln_1 from the command line.
     "sd": lambda args: sd_model.SDConfig(
         vocab_size=256,
@@ -77,6 +88,42 @@ def blas_library() -> str:
     return ", ".join(libs) or "unknown"
 
 
+def read_token_file(path):
+    """Token ids of a little-endian u16 token file (`nlb tokenize --out`)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) % 2:
+        raise ValueError(f"{path}: {len(raw)} bytes is not a whole number of u16 token ids")
+    return torch.frombuffer(bytearray(raw), dtype=torch.int16).to(torch.int64).bitwise_and(0xFFFF).tolist()
+
+
+def token_byte_lengths(vocab_path):
+    """Bytes each token id stands for. GPT-2's vocab.json spells every byte as
+    one character (its byte-to-unicode bijection), so a token's byte count is
+    the length of its key; special tokens (<|endoftext|>) do not occur in the
+    texts measured."""
+    with open(vocab_path, encoding="utf-8") as f:
+        vocab = json.load(f)
+    lengths = [0] * len(vocab)
+    for key, token_id in vocab.items():
+        lengths[token_id] = len(key)
+    return lengths
+
+
+def with_per_byte(result, tokens, context, byte_lengths):
+    """Adds the per-byte perplexity: exp(total NLL / bytes of the predicted
+    tokens), the predicted tokens being every window position but the first."""
+    w = protocol.windows(tokens, context)
+    predicted_bytes = sum(byte_lengths[t] for t in w[:, 1:].flatten().tolist())
+    total_nll = result["mean_loss"] * result["predicted_tokens"]
+    return {
+        **result,
+        "predicted_bytes": predicted_bytes,
+        "mean_loss_per_byte": total_nll / predicted_bytes,
+        "ppl_per_byte": math.exp(total_nll / predicted_bytes),
+    }
+
+
 def lr_at(step: int, args) -> float:
     """Linear warm-up, then cosine decay to 10% of the peak."""
     if step < args.warmup:
@@ -89,9 +136,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", choices=sorted(ARCHS), required=True)
     ap.add_argument("--out", required=True, help="model directory to write")
-    ap.add_argument("--train", default=os.path.join(REPO, "out", "data", "kjv-train.txt"))
-    ap.add_argument("--eval-text", default=os.path.join(REPO, "data", "kjv-eval.txt"))
-    ap.add_argument("--cross-text", default=os.path.join(REPO, "data", "jargon-eval.txt"))
+    ap.add_argument("--train", help="training split (default out/data/kjv-train.txt, or .gpt2.u16)")
+    ap.add_argument("--eval-text", help="evaluation text (default data/kjv-eval.txt, or out/data/....gpt2.u16)")
+    ap.add_argument("--cross-text", help="cross-corpus text (default data/jargon-eval.txt, or ....gpt2.u16)")
+    ap.add_argument(
+        "--vocab",
+        default=os.path.join(REPO, "models", "gpt2-tokenizer", "vocab.json"),
+        help="--arch gpt2-bpe: vocab.json for the per-byte perplexity",
+    )
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -108,6 +160,12 @@ def main():
     )
     ap.add_argument("--no-metrics", action="store_true", help="write only the model (used by self_check.py)")
     args = ap.parse_args()
+    token_files = args.arch == "gpt2-bpe"
+    for attr, name in (("train", "kjv-train"), ("eval_text", "kjv-eval"), ("cross_text", "jargon-eval")):
+        if getattr(args, attr) is None:
+            folder = "data" if attr != "train" and not token_files else os.path.join("out", "data")
+            setattr(args, attr, os.path.join(REPO, folder, name + (".gpt2.u16" if token_files else ".txt")))
+    load_tokens = read_token_file if token_files else read_tokens
 
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
@@ -119,8 +177,8 @@ def main():
     init_gen = torch.Generator().manual_seed(args.seed)
     model.init_weights(init_gen)
 
-    train_tokens = torch.tensor(read_tokens(args.train), dtype=torch.int64)
-    eval_tokens = read_tokens(args.eval_text)
+    train_tokens = torch.tensor(load_tokens(args.train), dtype=torch.int64)
+    eval_tokens = load_tokens(args.eval_text)
     val_windows = protocol.windows(eval_tokens, ctx, args.val_windows)
 
     # Weight decay on matrices and embeddings only, not on biases or LayerNorm
@@ -143,7 +201,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     log_lines = [
         f"# {args.arch}: {sum(p.numel() for p in model.parameters())} parameters; "
-        f"steps {args.steps}, batch {args.batch} x {ctx + 1} bytes, AdamW lr {args.lr} "
+        f"steps {args.steps}, batch {args.batch} x {ctx + 1} {'tokens' if token_files else 'bytes'}, AdamW lr {args.lr} "
         f"(warm-up {args.warmup}, cosine to 10%), betas (0.9, 0.95), weight decay {args.weight_decay}, "
         f"grad clip 1.0, seed {args.seed}, threads {args.threads}, torch {torch.__version__}"
         + (
@@ -152,7 +210,7 @@ def main():
             if is_sd
             else ""
         ),
-        f"# train split: {os.path.relpath(args.train, REPO)} ({train_tokens.numel()} bytes); val loss: first "
+        f"# train split: {os.path.relpath(args.train, REPO)} ({train_tokens.numel()} tokens); val loss: first "
         f"{val_windows.shape[0]} windows of {os.path.relpath(args.eval_text, REPO)} (float32, eval protocol)",
         "# step  train_loss  val_loss  lr  elapsed_s",
     ]
@@ -188,22 +246,34 @@ def main():
     train_seconds = time.time() - start
 
     model.eval()
-    (sd_model if is_sd else hf_layout).save_model_dir(model, args.out)
+    if is_sd:
+        sd_model.save_model_dir(model, args.out)
+    else:
+        # The BPE model's token embedding (50 257 x 64, 94% of its parameters)
+        # is stored as BF16 to keep the shipped file small; the metrics below
+        # are computed from the stored, rounded weights.
+        embedding_dtypes = {"transformer.wte.weight": torch.bfloat16} if token_files else None
+        hf_layout.save_model_dir(model, args.out, dtypes=embedding_dtypes)
     if args.no_metrics:
         return
     # Metrics from the written file, in float64, so that they describe the
     # shipped weights exactly.
     shipped, _ = (sd_model if is_sd else hf_layout).load_model_dir(args.out, dtype=torch.float64)
+
+    def measure(path):
+        tokens = load_tokens(path)
+        result = {"text": os.path.relpath(path, REPO), **protocol.evaluate(shipped, tokens, ctx)}
+        return with_per_byte(result, tokens, ctx, token_byte_lengths(args.vocab)) if token_files else result
+
     metrics = {
         "arch": args.arch,
         "parameters": sum(p.numel() for p in model.parameters()),
-        "protocol": "consecutive non-overlapping windows of `context` bytes (short last window dropped); "
-        "every position but the first predicted; ppl = exp(mean cross-entropy); float64",
-        "kjv_eval": {"text": os.path.relpath(args.eval_text, REPO), **protocol.evaluate(shipped, eval_tokens, ctx)},
-        "jargon_eval": {
-            "text": os.path.relpath(args.cross_text, REPO),
-            **protocol.evaluate(shipped, read_tokens(args.cross_text), ctx),
-        },
+        "protocol": f"consecutive non-overlapping windows of `context` {'tokens' if token_files else 'bytes'} "
+        "(short last window dropped); every position but the first predicted; ppl = exp(mean cross-entropy)"
+        + ("; ppl_per_byte = exp(total cross-entropy / bytes of the predicted tokens)" if token_files else "")
+        + "; float64",
+        "kjv_eval": measure(args.eval_text),
+        "jargon_eval": measure(args.cross_text),
         **(
             {"sd": {"ranks": config.ranks, "filter": config.filter_kind, "attn_layer_norm": config.attn_layer_norm,
                     "theta_init": config.theta_init}}
@@ -213,7 +283,7 @@ def main():
         "training": {
             "steps": args.steps,
             "batch": args.batch,
-            "sequence_bytes": ctx + 1,
+            ("sequence_tokens" if token_files else "sequence_bytes"): ctx + 1,
             "tokens_seen": args.steps * args.batch * ctx,
             "lr": args.lr,
             "warmup": args.warmup,

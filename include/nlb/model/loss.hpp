@@ -10,26 +10,30 @@
 #include <vector>
 
 #include "nlb/core.hpp"
+#include "nlb/kernels/log_sum_exp.hpp"
 
 namespace nlb {
 
 /// Per-position next-token loss of one window: for t in [0, T−1),
-/// loss[t] = logsumexp(logits[t, :]) − logits[t, tokens[t + 1]], computed in double.
-/// logits [T, vocab]; returns [T − 1]. O(T · vocab).
-template <class Derived>
+/// loss[t] = logsumexp(logits[t, :]) − logits[t, tokens[t + 1]], returned in double; the
+/// log-sum-exp is kernels::log_sum_exp for `Backend` (the scalar backend computes in double,
+/// the SIMD one in the logits' type with double sums). logits [T, vocab] (a row-major matrix is
+/// read in place, anything else is copied into one); returns [T − 1]. O(T · vocab).
+template <class Backend = backend::cpu, class Derived>
 std::vector<double> next_token_losses(const Eigen::MatrixBase<Derived>& logits,
                                       std::span<const std::int32_t> tokens) {
+  using T = typename Derived::Scalar;
   check_dim("next_token_losses: logits rows (tokens)", static_cast<Index>(tokens.size()),
             logits.rows());
   std::vector<double> loss;
   if (tokens.size() < 2)
     return loss;
+  const Eigen::Ref<const RowMatrix<T>> rows(logits.derived());
   loss.reserve(tokens.size() - 1);
-  for (Index t = 0; t + 1 < logits.rows(); ++t) {
-    const auto row = logits.row(t).template cast<double>();
-    const double max = row.maxCoeff();
-    const double lse = max + std::log((row.array() - max).exp().sum());
-    loss.push_back(lse - row(tokens[static_cast<std::size_t>(t + 1)]));
+  for (Index t = 0; t + 1 < rows.rows(); ++t) {
+    const T* row = rows.data() + t * rows.outerStride();
+    const double lse = kernels::log_sum_exp(Backend{}, row, rows.cols());
+    loss.push_back(lse - static_cast<double>(row[tokens[static_cast<std::size_t>(t + 1)]]));
   }
   return loss;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -29,28 +30,36 @@ struct MlpWeights {
 };
 
 /// The MlpSlot a layer's weights describe: the full Mlp with the configured GELU, its
-/// RidgeSurrogate, or a GatedMLP of the two with its HyperplaneGate (by `m.kind`).
+/// RidgeSurrogate, or a GatedMLP of the two with its HyperplaneGate (by `m.kind`). The
+/// matrices move into the slot (the const& overload copies them first).
 /// Throws ShapeError / NumericError as the parts' constructors do.
 template <class T, class Backend = backend::cpu>
-MlpSlot<T, Backend> make_mlp_slot(const ModelConfig& c, const MlpWeights<T>& m) {
+MlpSlot<T, Backend> make_mlp_slot(const ModelConfig& c, MlpWeights<T>&& m) {
   using Slot = MlpSlot<T, Backend>;
   const bool tanh = c.activation == ActivationKind::gelu_tanh;
   if (m.kind == MlpKind::linear) {
-    return Slot(typename Slot::Surrogate(m.w_surrogate, m.b_surrogate));
+    return Slot(typename Slot::Surrogate(std::move(m.w_surrogate), std::move(m.b_surrogate)));
   }
+  const auto mlp = [&]<class MlpT>(std::type_identity<MlpT>) {
+    return MlpT(std::move(m.w_fc), std::move(m.b_fc), std::move(m.w_proj), std::move(m.b_proj));
+  };
   if (m.kind == MlpKind::gated) {
-    typename Slot::Surrogate surrogate(m.w_surrogate, m.b_surrogate);
-    typename Slot::Gate gate(m.gate_weight, m.gate_bias, m.gate_threshold);
+    typename Slot::Surrogate surrogate(std::move(m.w_surrogate), std::move(m.b_surrogate));
+    typename Slot::Gate gate(std::move(m.gate_weight), m.gate_bias, m.gate_threshold);
     if (tanh) {
-      return Slot(
-          typename Slot::GatedTanh(typename Slot::MlpTanh(m.w_fc, m.b_fc, m.w_proj, m.b_proj),
-                                   std::move(surrogate), std::move(gate)));
+      return Slot(typename Slot::GatedTanh(mlp(std::type_identity<typename Slot::MlpTanh>{}),
+                                           std::move(surrogate), std::move(gate)));
     }
-    return Slot(typename Slot::GatedErf(typename Slot::MlpErf(m.w_fc, m.b_fc, m.w_proj, m.b_proj),
+    return Slot(typename Slot::GatedErf(mlp(std::type_identity<typename Slot::MlpErf>{}),
                                         std::move(surrogate), std::move(gate)));
   }
-  return tanh ? Slot(typename Slot::MlpTanh(m.w_fc, m.b_fc, m.w_proj, m.b_proj))
-              : Slot(typename Slot::MlpErf(m.w_fc, m.b_fc, m.w_proj, m.b_proj));
+  return tanh ? Slot(mlp(std::type_identity<typename Slot::MlpTanh>{}))
+              : Slot(mlp(std::type_identity<typename Slot::MlpErf>{}));
+}
+
+template <class T, class Backend = backend::cpu>
+MlpSlot<T, Backend> make_mlp_slot(const ModelConfig& c, const MlpWeights<T>& m) {
+  return make_mlp_slot<T, Backend>(c, MlpWeights<T>(m));
 }
 
 /// One block's weights.
@@ -71,21 +80,29 @@ struct ModelWeights {
 };
 
 /// A loaded model's Dynamic-size Transformer; each layer's MLP slot holds what make_mlp_slot
-/// builds (the full Mlp with the configured GELU unless the layer is linearized).
+/// builds (the full Mlp with the configured GELU unless the layer is linearized). The weights
+/// move into the model, so the model and its weights are never both in memory (load_model);
+/// the const& overload copies them first.
 template <class T, class Backend = backend::cpu>
-Transformer<T, Backend> make_transformer(const ModelWeights<T>& w) {
+Transformer<T, Backend> make_transformer(ModelWeights<T>&& w) {
   using Slot = MlpSlot<T, Backend>;
   const ModelConfig& c = w.config;
   std::vector<DynamicBlock<T, Backend>> blocks;
   blocks.reserve(w.blocks.size());
-  for (const auto& b : w.blocks) {
-    Slot slot = make_mlp_slot<T, Backend>(c, b.mlp);
-    blocks.emplace_back(
-        b.ln1,
-        DenseAttention<T, Dynamic, Backend>(b.attention, c.n_heads, c.rotary_dims(), c.rotary_base),
-        b.ln2, std::move(slot), c.parallel_residual, static_cast<T>(c.layer_norm_eps));
+  for (auto& b : w.blocks) {
+    Slot slot = make_mlp_slot<T, Backend>(c, std::move(b.mlp));
+    blocks.emplace_back(std::move(b.ln1),
+                        DenseAttention<T, Dynamic, Backend>(std::move(b.attention), c.n_heads,
+                                                            c.rotary_dims(), c.rotary_base),
+                        std::move(b.ln2), std::move(slot), c.parallel_residual,
+                        static_cast<T>(c.layer_norm_eps));
   }
-  return Transformer<T, Backend>(c, w.embeddings, std::move(blocks));
+  return Transformer<T, Backend>(c, std::move(w.embeddings), std::move(blocks));
+}
+
+template <class T, class Backend = backend::cpu>
+Transformer<T, Backend> make_transformer(const ModelWeights<T>& w) {
+  return make_transformer<T, Backend>(ModelWeights<T>(w));
 }
 
 /// One layer as a fixed-size block: width D, hidden width H and activation Act at compile time.
@@ -139,6 +156,8 @@ FixedTransformer<T, D, H, Act, N, Backend> make_fixed_transformer(const ModelWei
 // Compiled once in tools/instances/model_instances.cpp (docs/architecture.md, "Compile time").
 extern template Transformer<float> make_transformer<float>(const ModelWeights<float>&);
 extern template Transformer<double> make_transformer<double>(const ModelWeights<double>&);
+extern template Transformer<float> make_transformer<float>(ModelWeights<float>&&);
+extern template Transformer<double> make_transformer<double>(ModelWeights<double>&&);
 #endif
 
 }  // namespace nlb

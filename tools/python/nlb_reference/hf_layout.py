@@ -17,15 +17,20 @@ def write_config(path, config_dict: dict) -> None:
         f.write(json.dumps(config_dict, indent=2, sort_keys=True) + "\n")
 
 
-def save_model_dir(model, directory, dtype=torch.float32, extra_metadata: dict | None = None) -> dict:
+def save_model_dir(
+    model, directory, dtype=torch.float32, extra_metadata: dict | None = None, dtypes: dict | None = None
+) -> dict:
     """Writes config.json and model.safetensors as save_pretrained would.
 
     The state dict holds exactly the HF tensor names (GPT-2's tied lm_head is
     not a separate tensor, matching HF's de-duplication of shared tensors).
-    Returns the tensors written.
+    `dtypes` maps a tensor name to a dtype that overrides `dtype` for it (a
+    BF16 embedding in an otherwise F32 file, for instance). Returns the
+    tensors written.
     """
     os.makedirs(directory, exist_ok=True)
-    tensors = {name: t.detach().to(dtype) for name, t in model.state_dict().items()}
+    dtypes = dtypes or {}
+    tensors = {name: t.detach().to(dtypes.get(name, dtype)) for name, t in model.state_dict().items()}
     metadata = {"format": "pt"}
     if extra_metadata:
         metadata.update(extra_metadata)

@@ -93,6 +93,8 @@ class Gpt2Config:
     layer_norm_epsilon: float = 1e-5
     activation_function: str = "gelu_new"
     initializer_range: float = 0.02
+    # GPT-2's <|endoftext|> (50256) in a BPE vocabulary; None for byte-level models.
+    eos_token_id: int | None = None
 
     @property
     def inner_size(self) -> int:
@@ -102,15 +104,16 @@ class Gpt2Config:
         """config.json content as GPT2Config.save_pretrained writes it.
 
         Dropouts are 0 because the shipped models were trained without
-        dropout; bos/eos are null because a byte-level vocabulary has none.
+        dropout; bos/eos are null for a byte-level vocabulary (it has none)
+        and <|endoftext|> for GPT-2's BPE vocabulary, as in HF's gpt2 config.
         """
         return {
             "activation_function": self.activation_function,
             "architectures": ["GPT2LMHeadModel"],
             "attn_pdrop": 0.0,
-            "bos_token_id": None,
+            "bos_token_id": self.eos_token_id,
             "embd_pdrop": 0.0,
-            "eos_token_id": None,
+            "eos_token_id": self.eos_token_id,
             "initializer_range": self.initializer_range,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "model_type": "gpt2",
@@ -157,6 +160,7 @@ class Gpt2Config:
             layer_norm_epsilon=cfg.get("layer_norm_epsilon", 1e-5),
             activation_function=cfg.get("activation_function", "gelu_new"),
             initializer_range=cfg.get("initializer_range", 0.02),
+            eos_token_id=cfg.get("eos_token_id"),
         )
 
 

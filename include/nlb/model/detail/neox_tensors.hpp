@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "nlb/model/detail/tensor_source.hpp"
 
@@ -10,22 +11,14 @@ namespace nlb::detail {
 // GPTNeoX's fused query_key_value is an nn.Linear [3d, d] whose output, viewed as
 // [n_heads, 3 · d_h], is q | k | v per head. Our w_qkv [d, 3d] is q | k | v per model (GPT-2's
 // c_attn layout): output o = head·3d_h + part·d_h + j moves to column part·d + head·d_h + j.
-template <class T>
-void permute_neox_qkv(const RowMatrix<T>& hf_weight, const RowVector<T>& hf_bias, Index d,
-                      Index n_heads, RowMatrix<T>& w_qkv, RowVector<T>& b_qkv) {
+inline std::vector<Index> neox_qkv_columns(Index d, Index n_heads) {
   const Index dh = d / n_heads;
-  w_qkv.resize(d, 3 * d);
-  b_qkv.resize(1, 3 * d);
-  for (Index head = 0; head < n_heads; ++head) {
-    for (Index part = 0; part < 3; ++part) {
-      for (Index j = 0; j < dh; ++j) {
-        const Index o = head * 3 * dh + part * dh + j;
-        const Index col = part * d + head * dh + j;
-        w_qkv.col(col) = hf_weight.row(o).transpose();
-        b_qkv(col) = hf_bias(o);
-      }
-    }
+  std::vector<Index> column(static_cast<std::size_t>(3 * d));
+  for (Index o = 0; o < 3 * d; ++o) {
+    const Index head = o / (3 * dh), part = (o / dh) % 3, j = o % dh;
+    column[static_cast<std::size_t>(o)] = part * d + head * dh + j;
   }
+  return column;
 }
 
 // GPTNeoXForCausalLM: "gpt_neox." prefix, untied embed_out (unless tie_word_embeddings).
@@ -35,6 +28,7 @@ template <class T>
 ModelWeights<T> read_gpt_neox(TensorSource& src, const ModelConfig& c) {
   const std::string p = "gpt_neox.";
   const Index d = c.d_model, h = c.d_hidden, V = c.vocab_size, P = c.n_positions;
+  const std::vector<Index> qkv_columns = neox_qkv_columns(d, c.n_heads);
   ModelWeights<T> w;
   w.config = c;
   w.embeddings.token = src.matrix<T>(p + "embed_in.weight", V, d);
@@ -47,11 +41,14 @@ ModelWeights<T> read_gpt_neox(TensorSource& src, const ModelConfig& c) {
     BlockWeights<T> b;
     b.ln1 = read_layer_norm<T>(src, l + "input_layernorm", d);
     b.ln2 = read_layer_norm<T>(src, l + "post_attention_layernorm", d);
-    const auto qkv = src.matrix<T>(l + "attention.query_key_value.weight", 3 * d, d);
+    b.attention.w_qkv =
+        src.linear<T>(l + "attention.query_key_value.weight", d, 3 * d, qkv_columns);
     const RowVector<T> qkv_bias = c.attention_bias
                                       ? src.vector<T>(l + "attention.query_key_value.bias", 3 * d)
                                       : RowVector<T>::Zero(1, 3 * d);
-    permute_neox_qkv<T>(qkv, qkv_bias, d, c.n_heads, b.attention.w_qkv, b.attention.b_qkv);
+    b.attention.b_qkv.resize(1, 3 * d);
+    for (Index o = 0; o < 3 * d; ++o)
+      b.attention.b_qkv(qkv_columns[static_cast<std::size_t>(o)]) = qkv_bias(o);
     b.attention.w_out = src.linear<T>(l + "attention.dense.weight", d, d);
     b.attention.b_out =
         c.attention_bias ? src.vector<T>(l + "attention.dense.bias", d) : RowVector<T>::Zero(1, d);

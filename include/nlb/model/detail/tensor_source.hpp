@@ -9,7 +9,9 @@
 #include <initializer_list>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nlb/io/safetensors.hpp"
@@ -57,10 +59,12 @@ class TensorSource {
   RowVector<T> vector(const std::string& name, Index n) {
     return file_of(name).template read_row_vector<T>(name, n);
   }
-  // A torch.nn.Linear weight [out, in], returned as our [in, out].
+  // A torch.nn.Linear weight [out, in], returned as our [in, out]; output o becomes column
+  // column_of_output[o] when that is given (a permutation of the outputs).
   template <class T>
-  RowMatrix<T> linear(const std::string& name, Index in, Index out) {
-    return matrix<T>(name, out, in).transpose();
+  RowMatrix<T> linear(const std::string& name, Index in, Index out,
+                      std::span<const Index> column_of_output = {}) {
+    return file_of(name).template read_matrix_transposed<T>(name, out, in, column_of_output);
   }
 
   /// Marks a known non-parameter buffer as accounted for, after checking its shape.
@@ -86,6 +90,9 @@ class TensorSource {
   }
 
   std::string file_name() const { return files_.front().path().string(); }
+
+  /// The safetensors files, in the order they were opened (one, or the index's shards by name).
+  const std::vector<io::SafetensorsFile>& files() const { return files_; }
 
  private:
   static std::string shape_string(const std::vector<std::int64_t>& shape) {
@@ -143,6 +150,18 @@ class TensorSource {
   std::map<std::string, std::size_t> where_;
   std::set<std::string> used_;
 };
+
+/// True for the names of the non-parameter buffers that some writers store (the causal masks
+/// attn.bias / attention.bias, masked_bias, NeoX's rotary inv_freq): what the loaders accept
+/// with accept_buffer and what a parameter count leaves out.
+inline bool is_non_parameter_buffer(std::string_view name) {
+  for (std::string_view suffix : {".attn.bias", ".attn.masked_bias", ".attention.bias",
+                                  ".attention.masked_bias", ".rotary_emb.inv_freq"}) {
+    if (name.ends_with(suffix))
+      return true;
+  }
+  return false;
+}
 
 template <class T>
 LayerNormWeights<T> read_layer_norm(TensorSource& src, const std::string& name, Index d) {

@@ -1,0 +1,320 @@
+// Loading checkpoints at real scale: GPT-2-XL-shaped (1.56 B parameters) and Pythia-1B-shaped
+// (1.01 B) random checkpoints, stored as F32 and as F16, written once to a temporary directory
+// (NLB_BENCH_LOAD_DIR, default $TMPDIR/nlb-bench-load; about 15 GB, removed at the end unless
+// NLB_BENCH_LOAD_KEEP is set). Two measurements per checkpoint:
+//   BM_LoadModel      load_model<float> in this process, files already in the page cache:
+//                     file_GBps = file bytes / load time (the target: >= 1 GB/s).
+//   BM_EvalPeakRss    `nlb eval` on 2 windows of 128 tokens in a child process: its peak
+//                     resident set (getrusage ru_maxrss) against the float32 weight bytes
+//                     (target: <= 1.15).
+// GPT-2-XL F32 is written sharded (model.safetensors.index.json, 1 GiB shards), the others as
+// one model.safetensors, so both layouts are measured. docs/benchmarks.md has the figures.
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "nlb/io/safetensors_writer.hpp"
+#include "nlb/model/load_model.hpp"
+#include "nlb/model/model_summary.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlb::io::DType;
+
+// One tensor of a checkpoint: random N(0, 0.02)-like values, or a constant (LayerNorm gains 1,
+// biases 0).
+struct TensorSpec {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  bool random = true;
+  float fill = 0.0f;
+};
+
+struct Checkpoint {
+  std::string name;  // directory name
+  std::vector<TensorSpec> tensors;
+  nlohmann::json config;
+  const char* tokenizer_dir;  // shipped tokenizer files copied next to the weights
+  std::vector<const char*> tokenizer_files;
+};
+
+Checkpoint gpt2_xl() {
+  const std::int64_t V = 50257, P = 1024, D = 1600, L = 48;
+  Checkpoint c{"gpt2-xl", {}, {}, "models/gpt2-tokenizer", {"vocab.json", "merges.txt"}};
+  auto& t = c.tensors;
+  t.push_back({"transformer.wte.weight", {V, D}});
+  t.push_back({"transformer.wpe.weight", {P, D}});
+  for (std::int64_t i = 0; i < L; ++i) {
+    const std::string p = "transformer.h." + std::to_string(i) + ".";
+    t.push_back({p + "ln_1.weight", {D}, false, 1.0f});
+    t.push_back({p + "ln_1.bias", {D}, false});
+    t.push_back({p + "attn.c_attn.weight", {D, 3 * D}});
+    t.push_back({p + "attn.c_attn.bias", {3 * D}, false});
+    t.push_back({p + "attn.c_proj.weight", {D, D}});
+    t.push_back({p + "attn.c_proj.bias", {D}, false});
+    t.push_back({p + "ln_2.weight", {D}, false, 1.0f});
+    t.push_back({p + "ln_2.bias", {D}, false});
+    t.push_back({p + "mlp.c_fc.weight", {D, 4 * D}});
+    t.push_back({p + "mlp.c_fc.bias", {4 * D}, false});
+    t.push_back({p + "mlp.c_proj.weight", {4 * D, D}});
+    t.push_back({p + "mlp.c_proj.bias", {D}, false});
+  }
+  t.push_back({"transformer.ln_f.weight", {D}, false, 1.0f});
+  t.push_back({"transformer.ln_f.bias", {D}, false});
+  c.config = {{"model_type", "gpt2"},
+              {"n_embd", D},
+              {"n_layer", L},
+              {"n_head", 25},
+              {"n_positions", P},
+              {"vocab_size", V},
+              {"layer_norm_epsilon", 1e-5},
+              {"activation_function", "gelu_new"},
+              {"eos_token_id", 50256},
+              {"bos_token_id", 50256}};
+  return c;
+}
+
+Checkpoint pythia_1b() {
+  const std::int64_t V = 50304, P = 2048, D = 2048, L = 16;
+  Checkpoint c{"pythia-1b", {}, {}, "models/neox-style-tokenizer", {"tokenizer.json"}};
+  auto& t = c.tensors;
+  t.push_back({"gpt_neox.embed_in.weight", {V, D}});
+  for (std::int64_t i = 0; i < L; ++i) {
+    const std::string p = "gpt_neox.layers." + std::to_string(i) + ".";
+    t.push_back({p + "input_layernorm.weight", {D}, false, 1.0f});
+    t.push_back({p + "input_layernorm.bias", {D}, false});
+    t.push_back({p + "post_attention_layernorm.weight", {D}, false, 1.0f});
+    t.push_back({p + "post_attention_layernorm.bias", {D}, false});
+    t.push_back({p + "attention.query_key_value.weight", {3 * D, D}});
+    t.push_back({p + "attention.query_key_value.bias", {3 * D}, false});
+    t.push_back({p + "attention.dense.weight", {D, D}});
+    t.push_back({p + "attention.dense.bias", {D}, false});
+    t.push_back({p + "mlp.dense_h_to_4h.weight", {4 * D, D}});
+    t.push_back({p + "mlp.dense_h_to_4h.bias", {4 * D}, false});
+    t.push_back({p + "mlp.dense_4h_to_h.weight", {D, 4 * D}});
+    t.push_back({p + "mlp.dense_4h_to_h.bias", {D}, false});
+  }
+  t.push_back({"gpt_neox.final_layer_norm.weight", {D}, false, 1.0f});
+  t.push_back({"gpt_neox.final_layer_norm.bias", {D}, false});
+  t.push_back({"embed_out.weight", {V, D}});
+  c.config = {{"model_type", "gpt_neox"},
+              {"hidden_size", D},
+              {"num_hidden_layers", L},
+              {"num_attention_heads", 8},
+              {"intermediate_size", 4 * D},
+              {"max_position_embeddings", P},
+              {"vocab_size", V},
+              {"rotary_pct", 0.25},
+              {"rotary_emb_base", 10000},
+              {"use_parallel_residual", true},
+              {"layer_norm_eps", 1e-5},
+              {"hidden_act", "gelu"},
+              {"tie_word_embeddings", false},
+              {"eos_token_id", 0},
+              {"bos_token_id", 0}};
+  return c;
+}
+
+fs::path bench_root() {
+  const char* dir = std::getenv("NLB_BENCH_LOAD_DIR");
+  return dir != nullptr ? fs::path(dir) : fs::temp_directory_path() / "nlb-bench-load";
+}
+
+std::int64_t numel(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (auto s : shape)
+    n *= s;
+  return n;
+}
+
+// Writes `c` stored as `dtype` under bench_root(), once per process; returns its directory.
+// Shards of at most `shard_bytes` (0: one model.safetensors).
+fs::path write_checkpoint(const Checkpoint& c, DType dtype, std::uint64_t shard_bytes) {
+  const fs::path dir = bench_root() / (c.name + "-" + std::string(nlb::io::to_string(dtype)));
+  if (fs::exists(dir / "config.json"))
+    return dir;  // written earlier in this run (or kept from an earlier one)
+  fs::create_directories(dir);
+  std::uint64_t state = 0x9E3779B97F4A7C15ull;  // xorshift64: fast, deterministic values
+  std::vector<std::vector<const TensorSpec*>> shards(1);
+  std::uint64_t in_shard = 0;
+  for (const auto& t : c.tensors) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(numel(t.shape)) * dtype_size(dtype);
+    if (shard_bytes > 0 && in_shard > 0 && in_shard + bytes > shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(&t);
+    in_shard += bytes;
+  }
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    char shard_name[64];
+    std::snprintf(shard_name, sizeof shard_name, "model-%05zu-of-%05zu.safetensors", s + 1,
+                  shards.size());
+    const std::string file = shard_bytes > 0 ? shard_name : "model.safetensors";
+    nlb::io::SafetensorsWriter writer;
+    writer.set_metadata("format", "pt");
+    for (const TensorSpec* t : shards[s]) {
+      std::vector<float> values(static_cast<std::size_t>(numel(t->shape)), t->fill);
+      if (t->random) {
+        for (auto& v : values) {
+          state ^= state << 13;
+          state ^= state >> 7;
+          state ^= state << 17;
+          // Uniform in [-0.035, 0.035): the standard deviation of N(0, 0.02).
+          v = static_cast<float>(static_cast<double>(state >> 11) * 0x1p-53 - 0.5) * 0.07f;
+        }
+      }
+      writer.add(t->name, dtype, t->shape, std::span<const float>(values));
+      weight_map[t->name] = file;
+    }
+    writer.write(dir / file);
+  }
+  if (shard_bytes > 0) {
+    std::ofstream(dir / "model.safetensors.index.json")
+        << nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump(2);
+  }
+  for (const char* f : c.tokenizer_files)
+    fs::copy_file(fs::path(NLB_SOURCE_DIR) / c.tokenizer_dir / f, dir / f,
+                  fs::copy_options::overwrite_existing);
+  // config.json last: its presence marks a complete checkpoint.
+  std::ofstream(dir / "config.json") << c.config.dump(2);
+  return dir;
+}
+
+// Reads every file of `dir` once, so the load below is measured from the page cache.
+void warm_page_cache(const fs::path& dir) {
+  std::vector<char> buffer(1 << 20);
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+    }
+  }
+}
+
+struct Case {
+  Checkpoint (*make)();
+  DType dtype;
+  std::uint64_t shard_bytes;
+};
+
+const Case cases[] = {
+    {gpt2_xl, DType::F32, 1ull << 30},
+    {gpt2_xl, DType::F16, 0},
+    {pythia_1b, DType::F32, 0},
+    {pythia_1b, DType::F16, 0},
+};
+
+void BM_LoadModel(benchmark::State& state) {
+  const Case& c = cases[state.range(0)];
+  const Checkpoint checkpoint = c.make();
+  const fs::path dir = write_checkpoint(checkpoint, c.dtype, c.shard_bytes);
+  const nlb::ModelSummary summary = nlb::summarize_model(dir);
+  warm_page_cache(dir);
+  for (auto _ : state) {
+    const auto model = nlb::load_model<float>(dir);
+    benchmark::DoNotOptimize(&model);
+  }
+  state.SetLabel(checkpoint.name + " " + std::string(nlb::io::to_string(c.dtype)) +
+                 (c.shard_bytes > 0 ? " sharded" : ""));
+  const double files = static_cast<double>(summary.file_bytes());
+  const double weights = static_cast<double>(summary.weight_bytes<float>());
+  state.counters["file_GB"] = files / 1e9;
+  state.counters["file_GBps"] =
+      benchmark::Counter(files / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weights_GBps"] =
+      benchmark::Counter(weights / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Runs `argv` as a child process; returns its peak resident set in bytes and its exit status.
+std::pair<std::uint64_t, int> run_child(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Quiet child: the benchmark's own output stays readable.
+    if (std::freopen("/dev/null", "w", stdout) == nullptr ||
+        std::freopen("/dev/null", "w", stderr) == nullptr)
+      _exit(126);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  rusage usage{};
+  wait4(pid, &status, 0, &usage);
+  return {static_cast<std::uint64_t>(usage.ru_maxrss) * 1024,
+          WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+void BM_EvalPeakRss(benchmark::State& state) {
+  const Case& c = cases[state.range(0)];
+  const Checkpoint checkpoint = c.make();
+  const fs::path dir = write_checkpoint(checkpoint, c.dtype, c.shard_bytes);
+  const nlb::ModelSummary summary = nlb::summarize_model(dir);
+  warm_page_cache(dir);
+  if (std::string(NLB_TOOL_PATH).empty()) {
+    state.SkipWithError("built without the nlb tool (NLB_BUILD_TOOLS=OFF)");
+    return;
+  }
+  std::uint64_t peak = 0;
+  for (auto _ : state) {
+    const auto [rss, status] = run_child({NLB_TOOL_PATH, "eval", "--model", dir.string(), "--text",
+                                          std::string(NLB_SOURCE_DIR) + "/data/kjv-eval.txt",
+                                          "--context", "128", "--max-windows", "2"});
+    if (status != 0) {
+      state.SkipWithError(("nlb eval exited with status " + std::to_string(status)).c_str());
+      return;
+    }
+    peak = std::max(peak, rss);
+  }
+  state.SetLabel(checkpoint.name + " " + std::string(nlb::io::to_string(c.dtype)) +
+                 (c.shard_bytes > 0 ? " sharded" : ""));
+  const double weights = static_cast<double>(summary.weight_bytes<float>());
+  state.counters["weights_GB"] = weights / 1e9;
+  state.counters["peak_rss_GB"] = static_cast<double>(peak) / 1e9;
+  state.counters["rss_over_weights"] = static_cast<double>(peak) / weights;
+}
+
+void register_all() {
+  for (long i = 0; i < static_cast<long>(std::size(cases)); ++i) {
+    benchmark::RegisterBenchmark("BM_LoadModel", BM_LoadModel)
+        ->Arg(i)
+        ->Iterations(3)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_EvalPeakRss", BM_EvalPeakRss)
+        ->Arg(i)
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv))
+    return 1;
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  if (std::getenv("NLB_BENCH_LOAD_KEEP") == nullptr) {
+    std::error_code ignored;
+    fs::remove_all(bench_root(), ignored);
+  }
+  return 0;
+}

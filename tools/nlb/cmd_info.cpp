@@ -1,0 +1,161 @@
+// nlb info: what a model directory holds and what loading it takes, from config.json, the
+// safetensors headers and the tokenizer files; no weights are read.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common.hpp"
+#include "nlb/model/model_summary.hpp"
+
+namespace nlb::cli {
+namespace {
+
+// 1234567 -> "1 234 567" (the spacing of the reports).
+std::string grouped(std::uint64_t n) {
+  std::string digits = std::to_string(n);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0)
+      out += ' ';
+    out += digits[i];
+  }
+  return out;
+}
+
+// Bytes in binary units with three significant figures ("3.21 MiB").
+std::string size_text(std::uint64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.3g %s", value, units[unit]);
+  return text;
+}
+
+struct TokenizerInfo {
+  std::string kind;      // "byte-level", "tokenizer.json", "vocab.json + merges.txt", "none"
+  Index vocabulary = 0;  // ids the tokenizer defines (0 when it has none)
+};
+
+TokenizerInfo describe_tokenizer(const std::filesystem::path& dir, const ModelConfig& config) {
+  if (config.vocab_size <= 256)
+    return {"byte-level", 256};
+#if NLB_WITH_TEXT
+  const auto files = text::find_tokenizer_files(dir);
+  if (files == text::TokenizerFiles::none)
+    return {"none", 0};
+  // Loaded (not just found) so that a malformed file is reported here, as a run would.
+  const text::Tokenizer* tokenizer = model_tokenizer(dir, config);
+  return {
+      files == text::TokenizerFiles::tokenizer_json ? "tokenizer.json" : "vocab.json + merges.txt",
+      tokenizer != nullptr ? tokenizer->vocab_size() : 0};
+#else
+  (void)dir;
+  return {"unknown (this nlb was built without tokenizers)", 0};
+#endif
+}
+
+std::string mlp_kinds_text(const ModelConfig& c) {
+  Index linear = 0;
+  Index gated = 0;
+  for (Index l = 0; l < c.n_layers; ++l) {
+    linear += c.mlp_kind(l) == MlpKind::linear;
+    gated += c.mlp_kind(l) == MlpKind::gated;
+  }
+  if (linear == 0 && gated == 0)
+    return "every layer full";
+  return std::to_string(c.n_layers - linear - gated) + " full, " + std::to_string(linear) +
+         " linear, " + std::to_string(gated) + " gated";
+}
+
+}  // namespace
+
+int run_info(const std::vector<std::string>& argv) {
+  const Args args(argv, {"model"}, {"json"});
+  const std::filesystem::path dir = args.get("model", default_model().string());
+  const ModelSummary s = summarize_model(dir);
+  const ModelConfig& c = s.config;
+  const TokenizerInfo tokenizer = describe_tokenizer(dir, c);
+  // A forward holds the weights plus one window's logits [T, vocab] (float32) and much smaller
+  // activations; the figure below is the weights and the logits of a full-context window.
+  const std::uint64_t logits_bytes = static_cast<std::uint64_t>(c.n_positions) *
+                                     static_cast<std::uint64_t>(c.vocab_size) * sizeof(float);
+
+  if (args.flag("json")) {
+    nlohmann::json dtypes = nlohmann::json::object();
+    for (const auto& [dtype, share] : s.by_dtype) {
+      dtypes[std::string(io::to_string(dtype))] = {
+          {"tensors", share.tensors}, {"elements", share.elements}, {"bytes", share.bytes}};
+    }
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& f : s.files)
+      files.push_back(
+          {{"file", f.path.filename().string()}, {"bytes", f.bytes}, {"tensors", f.tensors}});
+    const nlohmann::json out{
+        {"model", dir.string()},
+        {"architecture", to_string(c.architecture)},
+        {"layers", c.n_layers},
+        {"d_model", c.d_model},
+        {"heads", c.n_heads},
+        {"d_hidden", c.d_hidden},
+        {"context", c.n_positions},
+        {"vocab_size", c.vocab_size},
+        {"tied_embeddings", c.tied_embeddings},
+        {"parameters", s.parameters},
+        {"buffer_elements", s.buffer_elements},
+        {"files", files},
+        {"dtypes", dtypes},
+        {"tokenizer", {{"kind", tokenizer.kind}, {"vocabulary", tokenizer.vocabulary}}},
+        {"memory",
+         {{"weights_float32_bytes", s.weight_bytes<float>()},
+          {"weights_float64_bytes", s.weight_bytes<double>()},
+          {"logits_per_window_bytes", logits_bytes}}}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+
+  std::printf("model         %s\n", dir.string().c_str());
+  std::printf(
+      "architecture  %s: %lld layers, d %lld, %lld heads, MLP %lld, context %lld, "
+      "vocabulary %lld; %s\n",
+      to_string(c.architecture), static_cast<long long>(c.n_layers),
+      static_cast<long long>(c.d_model), static_cast<long long>(c.n_heads),
+      static_cast<long long>(c.d_hidden), static_cast<long long>(c.n_positions),
+      static_cast<long long>(c.vocab_size), mlp_kinds_text(c).c_str());
+  std::printf("parameters    %s (%s embeddings)\n",
+              grouped(static_cast<std::uint64_t>(s.parameters)).c_str(),
+              c.tied_embeddings ? "tied" : "separate");
+  for (const auto& f : s.files) {
+    std::printf("file          %s: %s bytes (%s), %lld tensors\n",
+                f.path.filename().string().c_str(), grouped(f.bytes).c_str(),
+                size_text(f.bytes).c_str(), static_cast<long long>(f.tensors));
+  }
+  for (const auto& [dtype, share] : s.by_dtype) {
+    std::printf("dtype         %s: %lld tensor%s, %s elements, %s\n",
+                std::string(io::to_string(dtype)).c_str(), static_cast<long long>(share.tensors),
+                share.tensors == 1 ? "" : "s",
+                grouped(static_cast<std::uint64_t>(share.elements)).c_str(),
+                size_text(share.bytes).c_str());
+  }
+  if (s.buffer_elements > 0) {
+    std::printf("buffers       %s elements of stored masks / rotary tables (not loaded)\n",
+                grouped(static_cast<std::uint64_t>(s.buffer_elements)).c_str());
+  }
+  std::printf("tokenizer     %s", tokenizer.kind.c_str());
+  if (tokenizer.vocabulary > 0 && c.vocab_size > 256)
+    std::printf(" (%lld ids)", static_cast<long long>(tokenizer.vocabulary));
+  std::printf("\n");
+  std::printf(
+      "memory        weights %s as float32 (eval, forward, generate, budget, spectrum)\n"
+      "              or %s as float64 (linearize); plus %s of logits per %lld-token "
+      "window\n",
+      size_text(s.weight_bytes<float>()).c_str(), size_text(s.weight_bytes<double>()).c_str(),
+      size_text(logits_bytes).c_str(), static_cast<long long>(c.n_positions));
+  return 0;
+}
+
+}  // namespace nlb::cli
