@@ -91,6 +91,18 @@ void BM_softmax(benchmark::State& state) {
   set_items(state, n);
 }
 
+// The normaliser of a next-token loss over a vocabulary (GPT-2's: 50 257 logits per position).
+template <class Backend>
+void BM_log_sum_exp(benchmark::State& state) {
+  const Index n = state.range(0);
+  const auto row = random_row(n, 0.0f, 3.0f, 7);
+  for (auto _ : state) {
+    double lse = kernels::log_sum_exp(Backend{}, row.data(), n);
+    benchmark::DoNotOptimize(lse);
+  }
+  set_items(state, n);
+}
+
 }  // namespace
 
 BENCHMARK_TEMPLATE(BM_gelu_tanh, Scalar, math::exact)->Arg(768)->Arg(1024);
@@ -103,5 +115,7 @@ BENCHMARK_TEMPLATE(BM_layer_norm, Scalar)->Arg(768)->Arg(1024);
 BENCHMARK_TEMPLATE(BM_layer_norm, Simd)->Arg(768)->Arg(1024);
 BENCHMARK_TEMPLATE(BM_softmax, Scalar)->Arg(768)->Arg(1024);
 BENCHMARK_TEMPLATE(BM_softmax, Simd)->Arg(768)->Arg(1024);
+BENCHMARK_TEMPLATE(BM_log_sum_exp, Scalar)->Arg(256)->Arg(50257);
+BENCHMARK_TEMPLATE(BM_log_sum_exp, Simd)->Arg(256)->Arg(50257);
 
 BENCHMARK_MAIN();
