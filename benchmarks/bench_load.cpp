@@ -193,8 +193,11 @@ fs::path write_checkpoint(const Checkpoint& c, DType dtype, std::uint64_t shard_
   return dir;
 }
 
-// Reads every file of `dir` once, so the load below is measured from the page cache.
+// Flushes the freshly written files to disk (so that write-back does not run during the
+// measurement), then reads every file of `dir` once, so the load is measured from the page
+// cache.
 void warm_page_cache(const fs::path& dir) {
+  ::sync();
   std::vector<char> buffer(1 << 20);
   for (const auto& entry : fs::directory_iterator(dir)) {
     std::ifstream in(entry.path(), std::ios::binary);

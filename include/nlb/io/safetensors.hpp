@@ -187,6 +187,7 @@ class SafetensorsFile {
     check_shape(t, shape);
     RowMatrix<T> out(cols, rows);  // [cols, rows]
     bytes_->prefetch(data_begin_ + t.begin, t.end - t.begin);
+    detail::populate_for_write(out.data(), static_cast<std::size_t>(out.size()) * sizeof(T));
     // 32 rows at a time: converted into `block` [32, cols], then written out along the rows of
     // `out` (the other loop order misses the cache on every write: 3x slower). The block's rows
     // are padded by 16 elements: at a power-of-two stride the 32 rows read together would all
@@ -515,6 +516,7 @@ class SafetensorsFile {
   template <class T>
   void decode_into(const TensorInfo& t, T* out) const {
     bytes_->prefetch(data_begin_ + t.begin, t.end - t.begin);
+    detail::populate_for_write(out, static_cast<std::size_t>(t.numel()) * sizeof(T));
     convert_into(t, 0, static_cast<std::size_t>(t.numel()), out);
     bytes_->release(data_begin_ + t.begin, t.end - t.begin);
   }

@@ -179,4 +179,25 @@ class FileBytes {
   std::size_t size_ = 0;                  // bytes mapped
 };
 
+/// Maps every page of the fresh buffer [data, data + bytes) for writing in one call
+/// (MADV_POPULATE_WRITE, Linux 5.14+), before a loader fills it: one system call instead of a
+/// page fault per 4 KiB, which was a fifth of a checkpoint's load time (docs/benchmarks.md,
+/// "Loading checkpoints"). Only whole pages inside the buffer; a no-op below 1 MiB, where the
+/// hint is unknown, or when it fails. Nothing read or written changes.
+inline void populate_for_write(void* data, std::size_t bytes) {
+#if NLB_HAS_MMAP && defined(MADV_POPULATE_WRITE)
+  if (bytes < (std::size_t{1} << 20))
+    return;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t first = (begin + page - 1) / page * page;
+  const std::uintptr_t last = (begin + bytes) / page * page;
+  if (last > first)
+    ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
+
 }  // namespace nlb::io::detail
