@@ -219,18 +219,32 @@ const Case cases[] = {
     {pythia_1b, DType::F16, 0},
 };
 
-void BM_LoadModel(benchmark::State& state) {
-  const Case& c = cases[state.range(0)];
+// One case's checkpoint, written (once) and read into the page cache, with its summary and the
+// label both benchmarks print.
+struct Prepared {
+  fs::path dir;
+  nlb::ModelSummary summary;
+  std::string label;
+};
+
+Prepared prepare(const Case& c) {
   const Checkpoint checkpoint = c.make();
-  const fs::path dir = write_checkpoint(checkpoint, c.dtype, c.shard_bytes);
-  const nlb::ModelSummary summary = nlb::summarize_model(dir);
-  warm_page_cache(dir);
+  Prepared p;
+  p.dir = write_checkpoint(checkpoint, c.dtype, c.shard_bytes);
+  p.summary = nlb::summarize_model(p.dir);
+  p.label = checkpoint.name + " " + std::string(nlb::io::to_string(c.dtype)) +
+            (c.shard_bytes > 0 ? " sharded" : "");
+  warm_page_cache(p.dir);
+  return p;
+}
+
+void BM_LoadModel(benchmark::State& state) {
+  const auto [dir, summary, label] = prepare(cases[state.range(0)]);
   for (auto _ : state) {
     const auto model = nlb::load_model<float>(dir);
     benchmark::DoNotOptimize(&model);
   }
-  state.SetLabel(checkpoint.name + " " + std::string(nlb::io::to_string(c.dtype)) +
-                 (c.shard_bytes > 0 ? " sharded" : ""));
+  state.SetLabel(label);
   const double files = static_cast<double>(summary.file_bytes());
   const double weights = static_cast<double>(summary.weight_bytes<float>());
   state.counters["file_GB"] = files / 1e9;
@@ -263,11 +277,7 @@ std::pair<std::uint64_t, int> run_child(const std::vector<std::string>& argv) {
 }
 
 void BM_EvalPeakRss(benchmark::State& state) {
-  const Case& c = cases[state.range(0)];
-  const Checkpoint checkpoint = c.make();
-  const fs::path dir = write_checkpoint(checkpoint, c.dtype, c.shard_bytes);
-  const nlb::ModelSummary summary = nlb::summarize_model(dir);
-  warm_page_cache(dir);
+  const auto [dir, summary, label] = prepare(cases[state.range(0)]);
   if (std::string(NLB_TOOL_PATH).empty()) {
     state.SkipWithError("built without the nlb tool (NLB_BUILD_TOOLS=OFF)");
     return;
@@ -283,8 +293,7 @@ void BM_EvalPeakRss(benchmark::State& state) {
     }
     peak = std::max(peak, rss);
   }
-  state.SetLabel(checkpoint.name + " " + std::string(nlb::io::to_string(c.dtype)) +
-                 (c.shard_bytes > 0 ? " sharded" : ""));
+  state.SetLabel(label);
   const double weights = static_cast<double>(summary.weight_bytes<float>());
   state.counters["weights_GB"] = weights / 1e9;
   state.counters["peak_rss_GB"] = static_cast<double>(peak) / 1e9;

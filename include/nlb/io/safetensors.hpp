@@ -186,8 +186,6 @@ class SafetensorsFile {
     const std::int64_t shape[] = {rows, cols};
     check_shape(t, shape);
     RowMatrix<T> out(cols, rows);  // [cols, rows]
-    bytes_->prefetch(data_begin_ + t.begin, t.end - t.begin);
-    detail::populate_for_write(out.data(), static_cast<std::size_t>(out.size()) * sizeof(T));
     // 32 rows at a time: converted into `block` [32, cols], then written out along the rows of
     // `out` (the other loop order misses the cache on every write: 3x slower). The block's rows
     // are padded by 16 elements: at a power-of-two stride the 32 rows read together would all
@@ -195,23 +193,29 @@ class SafetensorsFile {
     constexpr Index block_rows = 32;
     const Index stride = cols + 16;
     std::vector<T> block(static_cast<std::size_t>(block_rows * stride));
-    for (Index o0 = 0; o0 < rows; o0 += block_rows) {
-      const Index n_rows = std::min(block_rows, rows - o0);
-      for (Index o = 0; o < n_rows; ++o) {
-        convert_into(t, static_cast<std::size_t>((o0 + o) * cols), static_cast<std::size_t>(cols),
-                     block.data() + o * stride);
-      }
-      for (Index i = 0; i < cols; ++i) {
-        T* to = out.data() + i * rows;
-        const T* from = block.data() + i;
+    with_tensor_pages(t, out.data(), static_cast<std::size_t>(out.size()) * sizeof(T), [&] {
+      for (Index o0 = 0; o0 < rows; o0 += block_rows) {
+        const Index n_rows = std::min(block_rows, rows - o0);
         for (Index o = 0; o < n_rows; ++o) {
-          const Index column =
-              column_of_row.empty() ? o0 + o : column_of_row[static_cast<std::size_t>(o0 + o)];
-          to[column] = from[o * stride];
+          convert_into(t, static_cast<std::size_t>((o0 + o) * cols), static_cast<std::size_t>(cols),
+                       block.data() + o * stride);
+        }
+        // The block's output columns: o0.. in order (contiguous stores, which vectorize), or
+        // the permutation's.
+        const Index* permuted = column_of_row.empty() ? nullptr : column_of_row.data() + o0;
+        for (Index i = 0; i < cols; ++i) {
+          T* to = out.data() + i * rows;
+          const T* from = block.data() + i;
+          if (permuted == nullptr) {
+            for (Index o = 0; o < n_rows; ++o)
+              to[o0 + o] = from[o * stride];
+          } else {
+            for (Index o = 0; o < n_rows; ++o)
+              to[permuted[o]] = from[o * stride];
+          }
         }
       }
-    }
-    bytes_->release(data_begin_ + t.begin, t.end - t.begin);
+    });
     return out;
   }
 
@@ -511,14 +515,22 @@ class SafetensorsFile {
     return std::string(std::is_signed_v<T> ? "int" : "uint") + std::to_string(8 * sizeof(T));
   }
 
-  /// Converts the tensor's elements into out[0 .. numel), then releases the tensor's pages
-  /// (detail::FileBytes::release). Callers size `out`.
+  /// Runs `fill`, which reads tensor `t` and writes the fresh buffer [out, out + out_bytes),
+  /// with the page handling of docs/safetensors.md, "Memory": the tensor's pages mapped and the
+  /// buffer's populated first (one call each), the tensor's pages released afterwards.
+  template <class Fill>
+  void with_tensor_pages(const TensorInfo& t, void* out, std::size_t out_bytes, Fill&& fill) const {
+    bytes_->prefetch(data_begin_ + t.begin, t.end - t.begin);
+    detail::populate_for_write(out, out_bytes);
+    fill();
+    bytes_->release(data_begin_ + t.begin, t.end - t.begin);
+  }
+
+  /// Converts the tensor's elements into out[0 .. numel) (callers size `out`).
   template <class T>
   void decode_into(const TensorInfo& t, T* out) const {
-    bytes_->prefetch(data_begin_ + t.begin, t.end - t.begin);
-    detail::populate_for_write(out, static_cast<std::size_t>(t.numel()) * sizeof(T));
-    convert_into(t, 0, static_cast<std::size_t>(t.numel()), out);
-    bytes_->release(data_begin_ + t.begin, t.end - t.begin);
+    const auto n = static_cast<std::size_t>(t.numel());
+    with_tensor_pages(t, out, n * sizeof(T), [&] { convert_into(t, 0, n, out); });
   }
 
   /// Converts elements [first, first + n) of the tensor (row-major order) into out[0 .. n).
@@ -532,7 +544,7 @@ class SafetensorsFile {
         bytes_->data() + data_begin_ + t.begin + first * dtype_size(t.dtype);
     if constexpr (std::is_floating_point_v<T>) {
       // Same type, same byte order: the bytes are the values (one memcpy, no conversion).
-      if (std::endian::native == std::endian::little && dtype_size(t.dtype) == sizeof(T) &&
+      if (std::endian::native == std::endian::little &&
           t.dtype == (std::is_same_v<T, float> ? DType::F32 : DType::F64)) {
         std::memcpy(out, source, n * sizeof(T));
         return;

@@ -118,11 +118,6 @@ class FileBytes {
     return bytes().size();
   }
 
-  /// True when the bytes are a memory mapping of the file.
-  bool is_mapped() const {
-    return mapped_ != nullptr;
-  }
-
   /// Hints that bytes [offset, offset + length) are about to be read: their pages are mapped
   /// in one call (MADV_POPULATE_READ, Linux 5.14+) instead of one page fault per 64 KiB. A
   /// no-op for owned bytes or where the hint is unknown. Thread-safe.
