@@ -540,6 +540,8 @@ class SafetensorsFile {
                       (std::is_integral_v<T> && !std::is_same_v<T, bool>),
                   "SafetensorsFile reads into float, double or an integer type");
     static_assert(std::numeric_limits<double>::is_iec559 && std::numeric_limits<float>::is_iec559);
+    if (n == 0)
+      return;  // an empty tensor's `out` may be null (memcpy forbids null even for 0 bytes)
     const std::uint8_t* source =
         bytes_->data() + data_begin_ + t.begin + first * dtype_size(t.dtype);
     if constexpr (std::is_floating_point_v<T>) {
