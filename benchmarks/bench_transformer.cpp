@@ -5,7 +5,10 @@
 //   build/release/benchmarks/bench_transformer --benchmark_repetitions=3
 //       --benchmark_report_aggregates_only=true   (one command line)
 //
-// Arguments: {T, threads}. Threads set Eigen's GEMM threads (OpenMP).
+// BM_Gpt2SmallForward/<provider>: the model on backend::simd with each GEMM provider of this
+// build (nlb/ops/gemm.hpp), side by side. Arguments: {T, threads}; threads are the provider's
+// GEMM threads (ops::set_gemm_threads: Eigen's OpenMP threads, OpenBLAS's or BLIS's pool).
+// OpenBLAS 0.3.21 does not know every CPU: set OPENBLAS_CORETYPE (docs/benchmarks.md).
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
@@ -14,6 +17,7 @@
 
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/model/load_model.hpp"
+#include "nlb/ops/gemm.hpp"
 
 namespace {
 
@@ -70,10 +74,13 @@ const fs::path& gpt2_small_dir() {
   return dir;
 }
 
+template <class Provider>
 void BM_Gpt2SmallForward(benchmark::State& state) {
-  static const auto model = nlb::load_model<float>(gpt2_small_dir());
+  using Backend = nlb::backend::simd<xsimd::default_arch, Provider>;
+  static const auto model = nlb::load_model<float, Backend>(gpt2_small_dir());
   const auto T = static_cast<std::size_t>(state.range(0));
-  Eigen::setNbThreads(static_cast<int>(state.range(1)));
+  const int threads = static_cast<int>(state.range(1));
+  nlb::ops::set_gemm_threads(Backend{}, threads);
   std::vector<std::int32_t> tokens(T);
   std::mt19937 rng(2);
   for (auto& t : tokens)
@@ -83,19 +90,31 @@ void BM_Gpt2SmallForward(benchmark::State& state) {
     model.forward(tokens, logits);
     benchmark::DoNotOptimize(logits.data());
   }
+  nlb::ops::set_gemm_threads(Backend{}, 1);
   state.SetItemsProcessed(state.iterations() * static_cast<long long>(T));  // tokens/s
-  state.counters["threads"] = static_cast<double>(Eigen::nbThreads());
+  state.counters["threads"] = static_cast<double>(threads);
+  state.counters["provider_in_use"] = nlb::ops::gemm_provider_in_use(Backend{}) ? 1.0 : 0.0;
+}
+
+void forward_args(benchmark::internal::Benchmark* b) {
+  b->Args({128, 1})->Args({128, 2})->Args({1024, 1})->Args({1024, 2});
+  b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 }
 
 }  // namespace
 
-BENCHMARK(BM_Gpt2SmallForward)
-    ->Args({128, 1})
-    ->Args({128, 2})
-    ->Args({1024, 1})
-    ->Args({1024, 2})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinTime(2.0);
+BENCHMARK(BM_Gpt2SmallForward<nlb::gemm_provider::eigen>)
+    ->Name("BM_Gpt2SmallForward/eigen")
+    ->Apply(forward_args);
+#if defined(NLB_HAVE_OPENBLAS)
+BENCHMARK(BM_Gpt2SmallForward<nlb::gemm_provider::openblas>)
+    ->Name("BM_Gpt2SmallForward/openblas")
+    ->Apply(forward_args);
+#endif
+#if defined(NLB_HAVE_BLIS)
+BENCHMARK(BM_Gpt2SmallForward<nlb::gemm_provider::blis>)
+    ->Name("BM_Gpt2SmallForward/blis")
+    ->Apply(forward_args);
+#endif
 
 BENCHMARK_MAIN();

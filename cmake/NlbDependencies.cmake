@@ -36,3 +36,34 @@ if(NLB_REQUIRE_UTF8PROC)
 else()
   find_package(utf8proc 2.5)
 endif()
+
+# GEMM providers for the CPU backend (nlb/core/gemm_provider.hpp; docs/dependencies.md): OpenBLAS
+# (Debian: libopenblas-dev) and BLIS (libblis-dev), both optional; Eigen's own GEMM is always
+# there. Each one found becomes an imported target, nlbudget_deps::openblas / nlbudget_deps::blis,
+# with the library and the directory of its own header (Debian installs one per threading
+# variant; the pthread one is preferred, so that the thread count is the program's to set).
+# nlbudgetConfig.cmake sets NLB_REQUIRE_OPENBLAS / NLB_REQUIRE_BLIS for those the installed
+# package was built with.
+function(nlb_find_gemm_provider name header library required)
+  string(TOUPPER "${name}" upper)
+  find_path(NLB_${upper}_INCLUDE_DIR "${header}"
+            PATH_SUFFIXES ${name}-pthread ${name}-openmp ${name}-serial ${name})
+  find_library(NLB_${upper}_LIBRARY NAMES "${library}"
+               PATH_SUFFIXES ${name}-pthread ${name}-openmp ${name}-serial)
+  if(NLB_${upper}_INCLUDE_DIR AND NLB_${upper}_LIBRARY)
+    if(NOT TARGET nlbudget_deps::${name})
+      add_library(nlbudget_deps::${name} UNKNOWN IMPORTED GLOBAL)
+      set_target_properties(nlbudget_deps::${name} PROPERTIES
+        IMPORTED_LOCATION "${NLB_${upper}_LIBRARY}"
+        INTERFACE_INCLUDE_DIRECTORIES "${NLB_${upper}_INCLUDE_DIR}")
+    endif()
+    set(NLB_HAVE_${upper} ON PARENT_SCOPE)
+  elseif(required)
+    message(FATAL_ERROR "nlbudget was built with the ${name} GEMM provider, which is not found "
+                        "here (Debian: apt-get install lib${name}-dev)")
+  else()
+    set(NLB_HAVE_${upper} OFF PARENT_SCOPE)
+  endif()
+endfunction()
+nlb_find_gemm_provider(openblas openblas_config.h openblas "${NLB_REQUIRE_OPENBLAS}")
+nlb_find_gemm_provider(blis blis.h blis "${NLB_REQUIRE_BLIS}")

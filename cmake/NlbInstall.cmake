@@ -1,7 +1,11 @@
 # Install + export: nlbudgetConfig.cmake, a SameMajorVersion version file, and nlbudget.pc.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS nlbudget EXPORT nlbudgetTargets)
+set(NLB_INSTALLED_TARGETS nlbudget)
+foreach(provider IN LISTS NLB_GEMM_PROVIDERS_BUILT)
+  list(APPEND NLB_INSTALLED_TARGETS nlbudget_${provider})
+endforeach()
+install(TARGETS ${NLB_INSTALLED_TARGETS} EXPORT nlbudgetTargets)
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/nlb" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(FILES "${NLB_GENERATED_INCLUDE_DIR}/nlb/version.hpp"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/nlb")
@@ -26,6 +30,15 @@ install(FILES "${PROJECT_BINARY_DIR}/nlbudgetConfig.cmake"
 set(NLB_PC_TEXT_REQUIRES "")
 if(NLB_WITH_TEXT)
   set(NLB_PC_TEXT_REQUIRES ", libutf8proc")
+endif()
+# The default GEMM provider's header directory, definitions and library (none for Eigen).
+set(NLB_PC_GEMM_CFLAGS "")
+set(NLB_PC_GEMM_LIBS "")
+if(NOT NLB_DEFAULT_GEMM STREQUAL "eigen")
+  string(TOUPPER "${NLB_DEFAULT_GEMM}" upper)
+  set(NLB_PC_GEMM_CFLAGS
+      " -I${NLB_${upper}_INCLUDE_DIR} -DNLB_HAVE_${upper} -DNLB_DEFAULT_GEMM_${upper}")
+  set(NLB_PC_GEMM_LIBS " ${NLB_${upper}_LIBRARY}")
 endif()
 configure_file("${PROJECT_SOURCE_DIR}/cmake/nlbudget.pc.in" "${PROJECT_BINARY_DIR}/nlbudget.pc"
                @ONLY)

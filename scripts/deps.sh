@@ -7,6 +7,7 @@ NLB_DEBIAN_PACKAGES=(
   cmake g++ make pkg-config
   libeigen3-dev libxsimd-dev nlohmann-json3-dev libutf8proc-dev
   libboost-test-dev libbenchmark-dev
+  libopenblas-dev libblis-dev
 )
 
 nlb_ensure_packages() {

@@ -6,6 +6,7 @@
 #include "nlb/core/checks.hpp"
 #include "nlb/core/dims.hpp"
 #include "nlb/core/errors.hpp"
+#include "nlb/core/gemm_provider.hpp"
 #include "nlb/core/gemm_scratch.hpp"
 #include "nlb/core/math_policy.hpp"
 #include "nlb/core/matrix.hpp"

@@ -9,6 +9,7 @@
 #include "nlb/kernels.hpp"
 #include "nlb/mlp.hpp"
 #include "nlb/model.hpp"
+#include "nlb/ops.hpp"
 // nlb/text needs utf8proc, an optional dependency (docs/dependencies.md): included where its
 // header is installed.
 #if __has_include(<utf8proc.h>)

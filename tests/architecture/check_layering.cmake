@@ -4,8 +4,8 @@
 #
 # A header's family is its folder under nlb/ (nlb/mlp/gated_mlp.hpp: mlp); an umbrella nlb/X.hpp
 # belongs to family X, and nlb/nlb.hpp (everything) may be included by no library header.
-# Dependencies point down: core <- kernels <- {mlp, attention} <- model <- analysis; io depends on
-# core only; text on core and io.
+# Dependencies point down: core <- {kernels, ops} <- {mlp, attention} <- model <- analysis; io
+# depends on core only; text on core and io.
 cmake_minimum_required(VERSION 3.25)
 if(NOT DEFINED INCLUDE_ROOT)
   message(FATAL_ERROR "check_layering: -DINCLUDE_ROOT=... is required")
@@ -13,14 +13,15 @@ endif()
 
 set(allowed_core core)
 set(allowed_kernels core kernels)
-set(allowed_mlp core kernels mlp)
-set(allowed_attention core kernels attention)
+set(allowed_ops core ops)
+set(allowed_mlp core kernels ops mlp)
+set(allowed_attention core kernels ops attention)
 set(allowed_io core io)
 set(allowed_text core io text)
-set(allowed_model core kernels mlp attention io model)
-set(allowed_analysis core kernels mlp attention io model analysis)
-set(allowed_cuda core kernels mlp attention model cuda)
-set(families core kernels mlp attention io text model analysis cuda)
+set(allowed_model core kernels ops mlp attention io model)
+set(allowed_analysis core kernels ops mlp attention io model analysis)
+set(allowed_cuda core kernels ops mlp attention model cuda)
+set(families core kernels ops mlp attention io text model analysis cuda)
 
 # family_of(<out> <path relative to INCLUDE_ROOT>)
 function(family_of out path)

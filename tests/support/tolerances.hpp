@@ -56,6 +56,13 @@ inline constexpr double gate_solution_abs = 1e-9;
 // to T make n = d + 3 for each of the two forms, so factor 1 covers both.
 inline constexpr double gate_fold_rounding_factor = 1.0;
 
+// ---- matrix products (ops::gemm, every provider) ----------------------------------------
+// The classical bound for a length-k dot product in any summation order (Higham, Accuracy and
+// Stability of Numerical Algorithms, 2nd ed., eq. 3.5): |c - ĉ| <= γ_k · (|A|·|B|)_ij with
+// γ_k = k·u / (1 - k·u), u = eps/2; FMA only tightens it. The factor allows the operands'
+// own conversion to T from the double reference (one more rounding each).
+inline constexpr double gemm_bound_factor = 2.0;
+
 // ---- MLP and GatedMLP ----------------------------------------------------------------
 // Same arithmetic in a different order (blocked GEMM on a gathered block vs the whole
 // batch; fixed vs Dynamic instantiations pick different GEMM kernels): float rounding of

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -573,6 +574,12 @@ BOOST_AUTO_TEST_CASE(info_reports_the_models_pytorch_counted) {
   // The BPE model: a BF16 embedding [50257, 64] beside F32 tensors, and its GPT-2 tokenizer.
   const auto bpe = nlohmann::json::parse(
       run_nlb("info --model '" + (source_dir / "models/tiny-gpt2-bpe").string() + "' --json").out);
+  // The GEMM provider the build configured, and whether it runs (under CTest OpenBLAS is given
+  // kernels by OPENBLAS_CORETYPE where the CPU has AVX2: tests/CMakeLists.txt).
+  BOOST_TEST(bpe.at("gemm").at("provider") ==
+             nlb::gemm_provider::name<nlb::gemm_provider::default_provider>());
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr)
+    BOOST_TEST(bpe.at("gemm").at("in_use") == true);
   BOOST_TEST(bpe.at("dtypes").at("BF16").at("tensors") == 1);
   BOOST_TEST(bpe.at("dtypes").at("BF16").at("elements") == 50257 * 64);
   BOOST_TEST(bpe.at("vocab_size") == 50257);

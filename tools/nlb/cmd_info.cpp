@@ -6,6 +6,7 @@
 
 #include "common.hpp"
 #include "nlb/model/model_summary.hpp"
+#include "nlb/ops/gemm.hpp"
 
 namespace nlb::cli {
 namespace {
@@ -84,6 +85,9 @@ int run_info(const std::vector<std::string>& argv) {
   // activations; the figure below is the weights and the logits of a full-context window.
   const std::uint64_t logits_bytes = static_cast<std::uint64_t>(c.n_positions) *
                                      static_cast<std::uint64_t>(c.vocab_size) * sizeof(float);
+  // Which library runs the matrix products here (docs/ops.md), and whether it really does.
+  const std::string gemm = gemm_provider::name<backend::cpu::gemm>();
+  const bool gemm_in_use = ops::gemm_provider_in_use(backend::cpu{});
 
   if (args.flag("json")) {
     nlohmann::json dtypes = nlohmann::json::object();
@@ -113,7 +117,8 @@ int run_info(const std::vector<std::string>& argv) {
         {"memory",
          {{"weights_float32_bytes", s.weight_bytes<float>()},
           {"weights_float64_bytes", s.weight_bytes<double>()},
-          {"logits_per_window_bytes", logits_bytes}}}};
+          {"logits_per_window_bytes", logits_bytes}}},
+        {"gemm", {{"provider", gemm}, {"in_use", gemm_in_use}}}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -155,6 +160,14 @@ int run_info(const std::vector<std::string>& argv) {
       "window\n",
       size_text(s.weight_bytes<float>()).c_str(), size_text(s.weight_bytes<double>()).c_str(),
       size_text(logits_bytes).c_str(), static_cast<long long>(c.n_positions));
+  if (gemm_in_use) {
+    std::printf("gemm          %s\n", gemm.c_str());
+  } else {
+    std::printf(
+        "gemm          %s has no kernels for this CPU: products run in Eigen%s "
+        "(docs/ops.md)\n",
+        gemm.c_str(), gemm == "openblas" ? "; set OPENBLAS_CORETYPE" : "");
+  }
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include "nlb/core.hpp"
 #include "nlb/kernels/rotary.hpp"
 #include "nlb/kernels/softmax.hpp"
+#include "nlb/ops/gemm.hpp"
 
 namespace nlb {
 
@@ -106,8 +107,7 @@ class DenseAttention {
       }
     }
     ws.qkv.resize(rows, 3 * d);
-    gemm(ws.qkv, X, w_.w_qkv, ws.gemm);  // [T, 3d]
-    ws.qkv.rowwise() += w_.b_qkv;
+    ops::gemm_bias(Backend{}, ws.qkv, X, w_.w_qkv, w_.b_qkv, ws.gemm);  // [T, 3d]
     rotate(ws.qkv, past, ws.angles);
 
     const Index span = past + rows;  // S: every position a new token may attend to
@@ -131,8 +131,7 @@ class DenseAttention {
                     scale, past, scores, ws, h);
       }
     }
-    gemm(Y, ws.context, w_.w_out, ws.gemm);  // [T, d]
-    Y.rowwise() += w_.b_out;
+    ops::gemm_bias(Backend{}, Y, ws.context, w_.w_out, w_.b_out, ws.gemm);  // [T, d]
   }
 
   Index features() const { return w_.w_out.rows(); }
@@ -165,12 +164,13 @@ class DenseAttention {
     const Index rows = q.rows(), span = k.rows();
     // Product first, then scale in place: written as one expression, Eigen evaluates the
     // product into a fresh [T, S] temporary before scaling (8x slower at T >= 2048).
-    gemm(scores, q, k.transpose(), ws.gemm);  // [T, S]
+    ops::gemm(Backend{}, scores, q, k.transpose(), ws.gemm);  // [T, S]
     scores *= scale;
     for (Index t = 0; t < rows; ++t) {
       kernels::softmax(Backend{}, scores.row(t).data(), span, past + t + 1);  // causal
     }
-    gemm(ws.context.middleCols(h * head_dim(), head_dim()), scores, v, ws.gemm);  // [T, d_h]
+    ops::gemm(Backend{}, ws.context.middleCols(h * head_dim(), head_dim()), scores, v,
+              ws.gemm);  // [T, d_h]
   }
 
   AttentionWeights<T, D> w_;

@@ -16,6 +16,7 @@
 #include "nlb/attention/skew_routing.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/softmax.hpp"
+#include "nlb/ops/gemm.hpp"
 
 namespace nlb {
 
@@ -123,8 +124,7 @@ class SDAttention {
       }
     }
     ws.values.resize(rows, d);
-    gemm(ws.values, X, w_v_, ws.gemm);
-    ws.values.rowwise() += b_v_;
+    ops::gemm_bias(Backend{}, ws.values, X, w_v_, b_v_, ws.gemm);
     const Index span = past + rows;
     if (cache) {
       cache->keys.middleRows(past, rows) = X;
@@ -161,10 +161,10 @@ class SDAttention {
       detail::causal_product<T>(ws.lq.leftCols(width), lk.leftCols(width), scores, past);
       for (Index t = 0; t < rows; ++t)
         kernels::softmax(Backend{}, scores.row(t).data(), span, past + t + 1);
-      gemm(ws.context.middleCols(h * dh, dh), scores, values.middleCols(h * dh, dh), ws.gemm);
+      ops::gemm(Backend{}, ws.context.middleCols(h * dh, dh), scores, values.middleCols(h * dh, dh),
+                ws.gemm);
     }
-    gemm(Y, ws.context, w_out_, ws.gemm);
-    Y.rowwise() += b_out_;
+    ops::gemm_bias(Backend{}, Y, ws.context, w_out_, b_out_, ws.gemm);
   }
 
   Index features() const { return w_out_.rows(); }

@@ -14,6 +14,7 @@
 
 #include "nlb/attention/detail/causal_product.hpp"
 #include "nlb/core.hpp"
+#include "nlb/ops/gemm.hpp"
 
 namespace nlb {
 
@@ -184,14 +185,14 @@ class SkewSymmetricRouting {
                     FeatureWorkspace& ws) const {
     check_features("key_features", X, out);
     const Index r = u_.cols();
-    gemm(out.leftCols(r), X, v_, ws.gemm);
+    ops::gemm(Backend{}, out.leftCols(r), X, v_, ws.gemm);
     // −(X U) exactly as Eigen evaluates it: the product into a column-major temporary (here
     // grow-only storage), then negated.
     if (ws.product.size() < static_cast<std::size_t>(X.rows() * r))
       ws.product.resize(static_cast<std::size_t>(X.rows() * r));
     Eigen::Map<Eigen::Matrix<T, Dynamic, Dynamic>, Eigen::Aligned64> xu(ws.product.data(), X.rows(),
                                                                         r);
-    gemm(xu, X, u_, ws.gemm);
+    ops::gemm(Backend{}, xu, X, u_, ws.gemm);
     out.rightCols(r) = -xu;
   }
 

@@ -5,20 +5,29 @@
 // derived-to-base conversion: a missing kernel falls back, never fails to build.
 // A CUDA backend (`backend::cuda`, include/nlb/cuda/) is another tag whose kernels
 // take device buffers; the component interfaces do not change.
+//
+// A CPU backend also names the library that multiplies its matrices (`gemm`, a provider of
+// nlb/core/gemm_provider.hpp): the scalar oracle always uses Eigen's; `simd` takes the build's
+// default unless told otherwise. nlb/ops/gemm.hpp dispatches on it.
 #pragma once
 
 #include <type_traits>
 #include "nlb/core/detail/xsimd_include.hpp"
+#include "nlb/core/gemm_provider.hpp"
 
 namespace nlb::backend {
 
 /// Plain loops + Eigen: the readable reference and the test oracle.
-struct scalar {};
+struct scalar {
+  using gemm = gemm_provider::eigen;
+};
 
-/// xsimd batches for the instruction set `Arch` (default: the best the compiler targets).
-template <class Arch = xsimd::default_arch>
+/// xsimd batches for the instruction set `Arch` (default: the best the compiler targets), and
+/// matrix products from `Gemm` (default: the build's; nlb/core/gemm_provider.hpp).
+template <class Arch = xsimd::default_arch, class Gemm = gemm_provider::default_provider>
 struct simd : scalar {
   using arch = Arch;
+  using gemm = Gemm;
 };
 
 /// The default CPU backend.
@@ -26,8 +35,8 @@ using cpu = simd<>;
 
 template <class B>
 inline constexpr bool is_simd = false;
-template <class Arch>
-inline constexpr bool is_simd<simd<Arch>> = true;
+template <class Arch, class Gemm>
+inline constexpr bool is_simd<simd<Arch, Gemm>> = true;
 
 /// The CUDA backend (device memory, cuBLAS and thrust). Declared here, beside the host
 /// backends, so that a host component asked for it refuses with its own static_assert.

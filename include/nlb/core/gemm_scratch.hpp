@@ -91,9 +91,11 @@ void reserve_gemm(GemmScratch<T>& scratch, Index max_rows, Index cols, Index dep
 /// allocates. Operands: dense matrices, blocks, maps, Refs and their transposes, of one real
 /// scalar type. With Eigen's GEMM threads above 1 (OpenMP) this is Eigen's parallel product
 /// itself, which allocates.
+///
+/// With `accumulate` the product is added to dst instead (`dst.noalias() += lhs * rhs`).
 template <class Dst, class Lhs, class Rhs, class T>
 void gemm(Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs_expr, const Eigen::MatrixBase<Rhs>& rhs_expr,
-          GemmScratch<T>& scratch) {
+          GemmScratch<T>& scratch, bool accumulate = false) {
   using namespace Eigen::internal;  // the kernel's types: Eigen's own product uses these
   using Dest = std::remove_reference_t<Dst>;
   const Lhs& a_lhs = lhs_expr.derived();
@@ -114,16 +116,22 @@ void gemm(Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs_expr, const Eigen::Matrix
   constexpr bool dynamic_blocking = Dest::MaxRowsAtCompileTime == Eigen::Dynamic ||
                                     Dest::MaxColsAtCompileTime == Eigen::Dynamic ||
                                     Impl::MaxDepthAtCompileTime == Eigen::Dynamic;
+  const auto eigen_product = [&] {
+    if (accumulate)
+      dst.noalias() += a_lhs * a_rhs;
+    else
+      dst.noalias() = a_lhs * a_rhs;
+  };
   if constexpr (!dynamic_blocking) {
     // Compile-time bounded sizes: Eigen's packing buffers are members of its blocking object.
-    dst.noalias() = a_lhs * a_rhs;
+    eigen_product();
   } else {
     // More than one GEMM thread (Eigen with OpenMP, Eigen::setNbThreads): Eigen's own product
     // runs the product in parallel, which the single-threaded kernel call below would not
     // (a 2-thread GPT-2-small forward was 1.5x slower); it allocates its packing buffers per
     // call, so the no-allocation guarantee is a single-thread one.
     if (!blocked || Eigen::nbThreads() > 1) {
-      dst.noalias() = a_lhs * a_rhs;
+      eigen_product();
       return;
     }
 #if defined(EIGEN_ALLOCA)
@@ -135,14 +143,15 @@ void gemm(Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs_expr, const Eigen::Matrix
       const auto bytes = [](Index n) { return static_cast<std::size_t>(n) * sizeof(T); };
       if (bytes(sizes.mc() * sizes.kc()) <= EIGEN_STACK_ALLOCATION_LIMIT &&
           bytes(sizes.kc() * sizes.nc()) <= EIGEN_STACK_ALLOCATION_LIMIT) {
-        dst.noalias() = a_lhs * a_rhs;
+        eigen_product();
         return;
       }
     }
 #endif
     // What Eigen's GEMM product does for `noalias() = lhs * rhs`: zero, then accumulate with
     // alpha 1 (scaled by any scalar factors folded into the operands).
-    dst.setZero();
+    if (!accumulate)
+      dst.setZero();
     using LhsTraits = typename Impl::LhsBlasTraits;
     using RhsTraits = typename Impl::RhsBlasTraits;
     using ActualLhs = typename Impl::ActualLhsTypeCleaned;

@@ -36,8 +36,8 @@ void elu_feature(backend::scalar, T* data, Index n) {
 /// φ(x) = elu(x) + 1 in place on data[0, n), with xsimd batches for Arch: n / W full batches
 /// and one padded tail batch (W = xsimd::batch<T, Arch>::size). O(n).
 /// Throws ArgumentError if n < 0.
-template <class T, class Arch>
-void elu_feature(backend::simd<Arch>, T* data, Index n) {
+template <class T, class Arch, class Gemm>
+void elu_feature(backend::simd<Arch, Gemm>, T* data, Index n) {
   detail::check_row_length("elu_feature: n", n, 0);
   using batch = xsimd::batch<T, Arch>;
   detail::transform_in_place<Arch>(data, n, T(0), [](batch x) {

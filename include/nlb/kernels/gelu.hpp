@@ -65,8 +65,8 @@ void gelu_tanh(backend::scalar, T* data, Index n) {
 /// GPT-2 "gelu_new", in place on data[0, n), with xsimd batches for Arch: n / W full
 /// batches and one padded tail batch (W = xsimd::batch<T, Arch>::size). O(n).
 /// Throws ArgumentError if n < 0.
-template <class Math = math::exact, class T, class Arch>
-void gelu_tanh(backend::simd<Arch>, T* data, Index n) {
+template <class Math = math::exact, class T, class Arch, class Gemm>
+void gelu_tanh(backend::simd<Arch, Gemm>, T* data, Index n) {
   static_assert(detail::is_math_policy<Math>, "gelu_tanh: Math must be math::exact or math::fast");
   detail::check_row_length("gelu_tanh: n", n, 0);
   using c = detail::gelu_constants<T>;
@@ -97,8 +97,8 @@ void gelu_erf(backend::scalar, T* data, Index n) {
 /// Exact GELU (GPT-NeoX "gelu"), in place on data[0, n), with xsimd batches for Arch
 /// (full batches, then one padded tail batch). math::fast is the same as math::exact.
 /// O(n). Throws ArgumentError if n < 0.
-template <class Math = math::exact, class T, class Arch>
-void gelu_erf(backend::simd<Arch>, T* data, Index n) {
+template <class Math = math::exact, class T, class Arch, class Gemm>
+void gelu_erf(backend::simd<Arch, Gemm>, T* data, Index n) {
   static_assert(detail::is_math_policy<Math>, "gelu_erf: Math must be math::exact or math::fast");
   detail::check_row_length("gelu_erf: n", n, 0);
   using c = detail::gelu_constants<T>;

@@ -103,8 +103,8 @@ void layer_norm(backend::scalar, const T* x, T* y, const detail::same_t<T>* gamm
 /// runs n / W full batches and one padded tail batch (W = xsimd::batch<T, Arch>::size), with
 /// one partial sum per lane. The last pass is y = fma(x - mean, inv_std * gamma, beta).
 /// Same aliasing rules and errors. O(n), 3 passes.
-template <class T, class Arch>
-void layer_norm(backend::simd<Arch>, const T* x, T* y, const detail::same_t<T>* gamma,
+template <class T, class Arch, class Gemm>
+void layer_norm(backend::simd<Arch, Gemm>, const T* x, T* y, const detail::same_t<T>* gamma,
                 const detail::same_t<T>* beta, Index n, detail::same_t<T> eps) {
   detail::check_layer_norm_arguments(n, eps);
   using batch = xsimd::batch<T, Arch>;

@@ -38,8 +38,8 @@ double log_sum_exp(backend::scalar, const T* row, Index n) {
 
 /// log(sum_{j < n} exp(row[j])) in double, with xsimd batches for Arch (see the header comment
 /// for the accuracy). ArgumentError if n < 1. O(n).
-template <class T, class Arch>
-double log_sum_exp(backend::simd<Arch>, const T* row, Index n) {
+template <class T, class Arch, class Gemm>
+double log_sum_exp(backend::simd<Arch, Gemm>, const T* row, Index n) {
   if (n < 1)
     throw ArgumentError(nlb::detail::expected_found("log_sum_exp: n", "at least 1", n));
   using batch = xsimd::batch<T, Arch>;

@@ -60,8 +60,8 @@ void softmax(backend::scalar, T* row, Index n, Index limit) {
 /// each pass runs limit / W full batches and one padded tail batch
 /// (W = xsimd::batch<T, Arch>::size); the division is a multiplication by 1 / sum.
 /// O(n). Throws ArgumentError unless 1 <= limit <= n.
-template <class T, class Arch>
-void softmax(backend::simd<Arch>, T* row, Index n, Index limit) {
+template <class T, class Arch, class Gemm>
+void softmax(backend::simd<Arch, Gemm>, T* row, Index n, Index limit) {
   detail::check_softmax_limit(n, limit);
   using batch = xsimd::batch<T, Arch>;
   constexpr Index width = detail::batch_width<T, Arch>;
@@ -107,8 +107,8 @@ void softmax(backend::scalar backend, T* row, Index n) {
 }
 
 /// Softmax of the whole row (limit = n), xsimd form. Throws ArgumentError if n < 1.
-template <class T, class Arch>
-void softmax(backend::simd<Arch> backend, T* row, Index n) {
+template <class T, class Arch, class Gemm>
+void softmax(backend::simd<Arch, Gemm> backend, T* row, Index n) {
   softmax(backend, row, n, n);
 }
 

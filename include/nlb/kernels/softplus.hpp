@@ -38,8 +38,8 @@ void softplus(backend::scalar, T* data, Index n) {
 
 /// softplus in place on data[0, n), with xsimd batches for Arch (full batches, then one padded
 /// tail batch). O(n). Throws ArgumentError if n < 0.
-template <class T, class Arch>
-void softplus(backend::simd<Arch>, T* data, Index n) {
+template <class T, class Arch, class Gemm>
+void softplus(backend::simd<Arch, Gemm>, T* data, Index n) {
   detail::check_row_length("softplus: n", n, 0);
   using batch = xsimd::batch<T, Arch>;
   detail::transform_in_place<Arch>(data, n, T(0), [](batch x) {

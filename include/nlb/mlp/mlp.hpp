@@ -7,6 +7,7 @@
 #include "nlb/core/gemm_scratch.hpp"
 #include "nlb/mlp/activation.hpp"
 #include "nlb/mlp/route_counts.hpp"
+#include "nlb/ops/gemm.hpp"
 
 namespace nlb {
 
@@ -84,12 +85,10 @@ class Mlp {
       ws.hidden.resize(X.rows(), hidden_features());
     }
     auto hidden = ws.hidden.topRows(X.rows());  // [T, h]
-    gemm(hidden, X, w_fc_, ws.gemm);
-    hidden.rowwise() += b_fc_;
+    ops::gemm_bias(Backend{}, hidden, X, w_fc_, b_fc_, ws.gemm);
     // The top rows of a row-major matrix are contiguous: one kernel call over [T, h].
     Act::apply(Backend{}, hidden.data(), hidden.size());
-    gemm(Y, hidden, w_proj_, ws.gemm);  // [T, d]
-    Y.rowwise() += b_proj_;
+    ops::gemm_bias(Backend{}, Y, hidden, w_proj_, b_proj_, ws.gemm);  // [T, d]
     return {0, X.rows()};
   }
 

@@ -13,6 +13,7 @@
 #include "nlb/mlp/detail/ridge_linalg.hpp"
 #include "nlb/mlp/ridge_stats.hpp"
 #include "nlb/mlp/route_counts.hpp"
+#include "nlb/ops/gemm.hpp"
 
 namespace nlb {
 
@@ -246,8 +247,7 @@ class RidgeSurrogate {
     // Eigen's idiom for writable expression arguments (temporaries such as blocks bind to
     // const&): the constness is shed here, on the caller's own expression.
     auto& out = const_cast<Eigen::MatrixBase<YDerived>&>(Y);
-    gemm(out.derived(), X.derived(), weight_, scratch);  // [T, d_out]
-    out.rowwise() += bias_;
+    ops::gemm_bias(Backend{}, out.derived(), X.derived(), weight_, bias_, scratch);  // [T, d_out]
     return {X.rows(), 0};
   }
 

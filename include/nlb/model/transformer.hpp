@@ -15,6 +15,7 @@
 #include "nlb/model/config.hpp"
 #include "nlb/model/layer_override.hpp"
 #include "nlb/model/mlp_slot.hpp"
+#include "nlb/ops/gemm.hpp"
 
 namespace nlb {
 
@@ -223,7 +224,7 @@ class BasicTransformer {
     final_norm(x);
     const auto& u = emb_.unembedding.size() > 0 ? emb_.unembedding : emb_.token;
     logits.resize(x.rows(), config_.vocab_size);
-    gemm(logits, x, u.transpose(), ws.head);  // [T, vocab]
+    ops::gemm(Backend{}, logits, x, u.transpose(), ws.head);  // [T, vocab]
   }
 
   /// A KV cache sized for this model (n_positions positions).

@@ -1,0 +1,121 @@
+// GEMM providers side by side in one run (nlb/ops/gemm.hpp), with the machine's measured FMA
+// peak: every provider this build found, at the products of a GPT-2-small forward.
+//
+//   build/release/benchmarks/bench_gemm --benchmark_repetitions=5
+//       --benchmark_report_aggregates_only=true          (one command line)
+//
+// BM_fma_peak: one core's float FMA throughput (independent accumulator chains of the widest
+// xsimd batch this build targets): the limit a GEMM is held to. BM_gemm/<provider>: ops::gemm
+// with that provider; arguments {m, k, n, rhs transposed}: [m, k] · [k, n] (transposed: the
+// [n, k] matrix's transpose, as the tied unembedding is used). One thread.
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <random>
+
+#include "nlb/core/detail/xsimd_include.hpp"
+#include "nlb/core/matrix.hpp"
+#include "nlb/ops/gemm.hpp"
+
+namespace {
+
+using nlb::Index;
+using Matrix = nlb::RowMatrix<float>;
+
+Matrix random_matrix(Index rows, Index cols, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Matrix m(rows, cols);
+  for (Index i = 0; i < m.size(); ++i)
+    m.data()[i] = normal(rng);
+  return m;
+}
+
+void BM_fma_peak(benchmark::State& state) {
+  using Batch = xsimd::batch<float>;
+  constexpr int chains = 16;  // more than FMA latency × ports, so throughput-bound
+  Batch acc[chains];
+  for (int c = 0; c < chains; ++c)
+    acc[c] = Batch(1.0f + 1e-7f * static_cast<float>(c));
+  const Batch a(0.999999f), b(1e-7f);
+  constexpr std::int64_t steps = 1 << 16;
+  for (auto _ : state) {
+    // The chains stay in registers (no stores inside the loop); the results are used below,
+    // and FMA is not reassociated without -ffast-math, so no step can be left out.
+    for (std::int64_t i = 0; i < steps; ++i) {
+      for (int c = 0; c < chains; ++c)
+        acc[c] = xsimd::fma(acc[c], a, b);
+    }
+    for (int c = 0; c < chains; ++c)
+      benchmark::DoNotOptimize(acc[c]);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * static_cast<double>(Batch::size) * chains * static_cast<double>(steps) * 1e-9,
+      benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["lanes"] = static_cast<double>(Batch::size);
+}
+
+template <class Provider>
+void BM_gemm(benchmark::State& state) {
+  const Index m = state.range(0), k = state.range(1), n = state.range(2);
+  const bool transposed = state.range(3) != 0;
+  using Backend = nlb::backend::simd<xsimd::default_arch, Provider>;
+  nlb::ops::set_gemm_threads(Backend{}, 1);
+  const Matrix a = random_matrix(m, k, 1);
+  const Matrix b = transposed ? random_matrix(n, k, 2) : random_matrix(k, n, 2);
+  Matrix c(m, n);
+  nlb::GemmScratch<float> scratch;
+  for (auto _ : state) {
+    if (transposed)
+      nlb::ops::gemm(Backend{}, c, a, b.transpose(), scratch);
+    else
+      nlb::ops::gemm(Backend{}, c, a, b, scratch);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(m) * double(k) * double(n) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// GPT-2 small (d 768, MLP 3072, vocabulary 50 257) at T = 128 and 1024: QKV, attention output,
+// MLP up and down projections; the unembedding at T = 128.
+void gpt2_shapes(benchmark::internal::Benchmark* b) {
+  for (const Index t : {128, 1024}) {
+    b->Args({t, 768, 2304, 0});
+    b->Args({t, 768, 768, 0});
+    b->Args({t, 768, 3072, 0});
+    b->Args({t, 3072, 768, 0});
+  }
+  b->Args({128, 768, 50257, 1});
+  b->ArgNames({"m", "k", "n", "bT"});
+  b->Unit(benchmark::kMicrosecond);
+  b->UseRealTime();
+}
+
+BENCHMARK(BM_fma_peak);
+BENCHMARK(BM_gemm<nlb::gemm_provider::eigen>)->Name("BM_gemm/eigen")->Apply(gpt2_shapes);
+#if defined(NLB_HAVE_OPENBLAS)
+BENCHMARK(BM_gemm<nlb::gemm_provider::openblas>)->Name("BM_gemm/openblas")->Apply(gpt2_shapes);
+#endif
+#if defined(NLB_HAVE_BLIS)
+BENCHMARK(BM_gemm<nlb::gemm_provider::blis>)->Name("BM_gemm/blis")->Apply(gpt2_shapes);
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#if defined(NLB_HAVE_OPENBLAS)
+  // With OpenBLAS and BLIS in one program both export cblas_sgemm; the OpenBLAS provider calls
+  // that name, so say which library it binds to (BLIS is called by its own bli_ names).
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cblas_sgemm), &info) != 0 && info.dli_fname != nullptr)
+    std::printf("cblas_sgemm comes from %s\n", info.dli_fname);
+#endif
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv))
+    return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,64 @@
+// GEMM providers: which library multiplies the matrices of a CPU backend (DESIGN.md §4).
+//
+// The CPU backend's matrix products (nlb/ops/gemm.hpp) come from a provider chosen at compile
+// time: Eigen's own kernel (always there), OpenBLAS or BLIS (optional Debian packages). Which one
+// is fastest depends on the CPU (docs/benchmarks.md, "GEMM providers"), so the build measures
+// nothing and assumes nothing: CMake finds the libraries that are installed and makes the
+// fastest of them on the project's machines the default (NLB_GEMM_PROVIDER in
+// docs/dependencies.md); a program can still name another provider in its backend type,
+// `backend::simd<Arch, gemm_provider::blis>`, and link `nlbudget::blis`.
+#pragma once
+
+#include <type_traits>
+
+namespace nlb::gemm_provider {
+
+/// Eigen 3.4's blocked GEMM (the oracle's provider; needs nothing beyond Eigen).
+struct eigen {};
+/// OpenBLAS's cblas_?gemm (NLB_HAVE_OPENBLAS: the target nlbudget::openblas links it).
+struct openblas {};
+/// BLIS's typed API bli_?gemm, which takes row and column strides (NLB_HAVE_BLIS:
+/// nlbudget::blis links it).
+struct blis {};
+
+/// True when the provider's library is part of this build.
+template <class Provider>
+inline constexpr bool is_available = false;
+template <>
+inline constexpr bool is_available<eigen> = true;
+#if defined(NLB_HAVE_OPENBLAS)
+template <>
+inline constexpr bool is_available<openblas> = true;
+#endif
+#if defined(NLB_HAVE_BLIS)
+template <>
+inline constexpr bool is_available<blis> = true;
+#endif
+
+/// The provider of `backend::cpu`: the one the CMake target nlbudget::nlbudget was configured
+/// with (NLB_DEFAULT_GEMM_OPENBLAS / NLB_DEFAULT_GEMM_BLIS), Eigen otherwise.
+#if defined(NLB_DEFAULT_GEMM_OPENBLAS)
+using default_provider = openblas;
+#elif defined(NLB_DEFAULT_GEMM_BLIS)
+using default_provider = blis;
+#else
+using default_provider = eigen;
+#endif
+
+static_assert(is_available<default_provider>,
+              "nlb: the default GEMM provider's library is not part of this build "
+              "(define NLB_HAVE_OPENBLAS / NLB_HAVE_BLIS through the nlbudget::openblas / "
+              "nlbudget::blis targets)");
+
+/// A readable name, for reports and benchmark labels.
+template <class Provider>
+constexpr const char* name() {
+  if constexpr (std::is_same_v<Provider, openblas>)
+    return "openblas";
+  else if constexpr (std::is_same_v<Provider, blis>)
+    return "blis";
+  else
+    return "eigen";
+}
+
+}  // namespace nlb::gemm_provider

@@ -1,0 +1,57 @@
+// Eigen operands as a BLAS library sees them: a pointer, a leading dimension and a storage
+// order (nlb/ops/gemm.hpp). Only internals of the BLAS providers use this.
+#pragma once
+
+#include <Eigen/Core>
+#include <climits>
+#include <type_traits>
+
+#include "nlb/core/matrix.hpp"
+
+namespace nlb::ops::detail {
+
+/// A dense matrix in memory: element (i, j) is data[i * ld + j] when row_major, data[i + j * ld]
+/// otherwise.
+template <class T>
+struct BlasMatrix {
+  T* data = nullptr;
+  Index rows = 0, cols = 0, ld = 0;
+  bool row_major = true;
+};
+
+// Each BLAS provider's header (gemm_openblas.hpp, gemm_blis.hpp) overloads these for its tag;
+// these declarations let ops/gemm.hpp name them when no BLAS library is part of the build.
+template <class Provider>
+bool provider_usable(Provider) = delete;
+template <class Provider>
+void provider_set_threads(Provider, int) = delete;
+
+/// True when an Eigen expression type can be handed to BLAS as it is: its coefficients lie in
+/// memory (a matrix, map, block, Ref or a transpose of one) and consecutive ones of its inner
+/// dimension may be adjacent (checked again at run time).
+template <class Expr>
+inline constexpr bool has_blas_layout = (Eigen::internal::traits<std::remove_cv_t<Expr>>::Flags &
+                                         Eigen::DirectAccessBit) != 0 &&
+                                        (std::remove_cv_t<Expr>::InnerStrideAtCompileTime == 1 ||
+                                         std::remove_cv_t<Expr>::InnerStrideAtCompileTime ==
+                                             Eigen::Dynamic);
+
+/// The view of `m`, or false when its run-time strides do not fit BLAS (an inner stride other
+/// than 1, a leading dimension smaller than its rows, sizes beyond a 32-bit BLAS index).
+template <class Expr, class T>
+bool blas_view(Expr& m, BlasMatrix<T>& view) {
+  constexpr bool row_major = std::remove_cv_t<Expr>::IsRowMajor;
+  if (m.innerStride() != 1)
+    return false;
+  view.data = m.data();
+  view.rows = m.rows();
+  view.cols = m.cols();
+  view.ld = m.outerStride();
+  view.row_major = row_major;
+  const Index inner = row_major ? view.cols : view.rows;
+  if (view.ld < inner || view.ld < 1)
+    return false;
+  return view.rows <= INT_MAX && view.cols <= INT_MAX && view.ld <= INT_MAX;
+}
+
+}  // namespace nlb::ops::detail

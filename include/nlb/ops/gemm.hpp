@@ -1,0 +1,139 @@
+// Matrix products of the CPU backends, from the backend's GEMM provider (DESIGN.md §4).
+//
+// Every component spells its matrix products as ops::gemm / ops::gemm_bias with its backend
+// tag; the tag's provider (nlb/core/gemm_provider.hpp) decides which library runs them:
+// - gemm_provider::eigen: nlb::gemm (nlb/core/gemm_scratch.hpp), i.e. Eigen's own kernel with
+//   caller-owned packing buffers, bit for bit `dst.noalias() = lhs * rhs`;
+// - gemm_provider::openblas / blis: one cblas_?gemm / bli_?gemm call on the operands where they
+//   lie (row- and column-major operands and transposes pass as BLAS transposes or strides, never
+//   copied). Products a BLAS call does not suit go to Eigen instead: a vector result (one row or
+//   one column: GEMV, memory-bound, Eigen's is as fast), tiny products that Eigen evaluates
+//   coefficient by coefficient, empty ones, operands whose strides BLAS cannot take, and every
+//   product when the library found no kernels for this CPU newer than the build's ISA (see
+//   provider_usable in ops/detail/: OpenBLAS 0.3.21 runs SSE3 kernels on CPUs it does not know).
+// Results of different providers differ by rounding only (summation order); the tests hold
+// every provider to the same tolerance table (docs/testing.md).
+#pragma once
+
+#include <Eigen/Core>
+#include <type_traits>
+
+#include "nlb/core/backend.hpp"
+#include "nlb/core/gemm_provider.hpp"
+#include "nlb/core/gemm_scratch.hpp"
+#include "nlb/core/matrix.hpp"
+#include "nlb/ops/detail/blas_operand.hpp"
+#if defined(NLB_HAVE_OPENBLAS)
+#include "nlb/ops/detail/gemm_openblas.hpp"
+#endif
+#if defined(NLB_HAVE_BLIS)
+#include "nlb/ops/detail/gemm_blis.hpp"
+#endif
+
+namespace nlb::ops {
+
+namespace detail {
+
+// The BLAS call for dst (+)= lhs · rhs, or false when the product is left to Eigen.
+template <class Provider, class Dst, class Lhs, class Rhs>
+bool try_blas_gemm(Dst& dst, const Lhs& a_lhs, const Rhs& a_rhs, bool accumulate) {
+  using namespace Eigen::internal;
+  using T = typename Lhs::Scalar;
+  using LhsTraits = blas_traits<Lhs>;
+  using RhsTraits = blas_traits<Rhs>;
+  // The operands once scalar factors and transposes are peeled off (what Eigen's GEMM sees).
+  using ActualLhs = std::remove_cv_t<typename LhsTraits::_ExtractType>;
+  using ActualRhs = std::remove_cv_t<typename RhsTraits::_ExtractType>;
+  using Dest = std::remove_cv_t<std::remove_reference_t<Dst>>;
+  if constexpr (!(std::is_same_v<T, float> || std::is_same_v<T, double>) ||
+                !LhsTraits::HasUsableDirectAccess || !RhsTraits::HasUsableDirectAccess ||
+                !has_blas_layout<ActualLhs> || !has_blas_layout<ActualRhs> ||
+                !has_blas_layout<Dest>) {
+    return false;
+  } else {
+    // Eigen's own choices for this product: vector results and tiny products are not GEMMs.
+    if (dst.rows() <= 1 || dst.cols() <= 1 || a_lhs.cols() == 0 ||
+        a_rhs.rows() + dst.rows() + dst.cols() < EIGEN_GEMM_TO_COEFFBASED_THRESHOLD)
+      return false;
+    // A library running kernels older than the build's instruction set is slower than Eigen.
+    if (!provider_usable(Provider{}))
+      return false;
+    typename LhsTraits::ExtractType lhs = LhsTraits::extract(a_lhs);  // a reference or a view
+    typename RhsTraits::ExtractType rhs = RhsTraits::extract(a_rhs);
+    BlasMatrix<const T> a, b;
+    BlasMatrix<T> c;
+    if (!blas_view(lhs, a) || !blas_view(rhs, b) || !blas_view(dst, c))
+      return false;
+    const T alpha = combine_scalar_factors(T(1), a_lhs, a_rhs);
+    provider_gemm(Provider{}, a, b, c, alpha, accumulate ? T(1) : T(0));
+    return true;
+  }
+}
+
+}  // namespace detail
+
+/// dst = lhs · rhs, or dst += lhs · rhs with `accumulate`, by Backend's GEMM provider.
+/// Shapes: lhs [m, k], rhs [k, n], dst [m, n] (resized by the caller; it must not alias an
+/// operand). Operands: dense matrices, blocks, maps, Refs and their transposes of one real
+/// scalar type; `scratch` holds Eigen's packing buffers (BLAS providers keep their own).
+/// Cost: 2·m·n·k flops.
+template <class Backend, class Dst, class Lhs, class Rhs, class T>
+void gemm(Backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs, const Eigen::MatrixBase<Rhs>& rhs,
+          GemmScratch<T>& scratch, bool accumulate = false) {
+  static_assert(backend::is_host<Backend>,
+                "ops::gemm: a CPU backend (backend::scalar or backend::simd<Arch, Gemm>)");
+  using Provider = typename Backend::gemm;
+  static_assert(gemm_provider::is_available<Provider>,
+                "ops::gemm: this GEMM provider's library is not part of the build (link "
+                "nlbudget::openblas or nlbudget::blis)");
+  if constexpr (!std::is_same_v<Provider, gemm_provider::eigen>) {
+    if (detail::try_blas_gemm<Provider>(dst, lhs.derived(), rhs.derived(), accumulate))
+      return;
+  }
+  nlb::gemm(dst, lhs, rhs, scratch, accumulate);
+}
+
+/// dst = lhs · rhs + 1 · bias (the row vector `bias` added to every row), by Backend's provider.
+/// With Eigen: the product, then the bias (exactly the arithmetic of
+/// `dst.noalias() = lhs * rhs; dst.rowwise() += bias`); with BLAS: the bias broadcast into dst,
+/// then one accumulating GEMM (no second pass over dst). Shapes as gemm, bias [1, n].
+template <class Backend, class Dst, class Lhs, class Rhs, class Bias, class T>
+void gemm_bias(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs,
+               const Eigen::MatrixBase<Rhs>& rhs, const Eigen::MatrixBase<Bias>& bias,
+               GemmScratch<T>& scratch) {
+  eigen_assert(bias.rows() == 1 && bias.cols() == rhs.cols());
+  const auto bias_row = bias.derived().row(0);  // a [1, n] matrix or a row vector
+  if constexpr (std::is_same_v<typename Backend::gemm, gemm_provider::eigen>) {
+    gemm(backend, dst, lhs, rhs, scratch);
+    dst.rowwise() += bias_row;
+  } else {
+    dst.rowwise() = bias_row;
+    gemm(backend, dst, lhs, rhs, scratch, /*accumulate=*/true);
+  }
+}
+
+/// True when Backend's products really run in its provider's library: false for a BLAS provider
+/// whose library found no kernels for this CPU (its products then run in Eigen; see above).
+template <class Backend>
+bool gemm_provider_in_use(Backend) {
+  using Provider = typename Backend::gemm;
+  if constexpr (std::is_same_v<Provider, gemm_provider::eigen>)
+    return true;
+  else
+    return detail::provider_usable(Provider{});
+}
+
+/// Sets how many threads Backend's GEMM provider uses for one product (OpenBLAS's and BLIS's
+/// thread pools, Eigen's OpenMP threads when the program is built with OpenMP). Process-wide.
+template <class Backend>
+void set_gemm_threads(Backend, int threads) {
+  using Provider = typename Backend::gemm;
+  static_assert(gemm_provider::is_available<Provider>,
+                "ops::set_gemm_threads: this GEMM provider's library is not part of the build");
+  if constexpr (std::is_same_v<Provider, gemm_provider::eigen>)
+    Eigen::setNbThreads(threads);
+  else
+    detail::provider_set_threads(Provider{}, threads);
+}
+
+}  // namespace nlb::ops

@@ -1,0 +1,195 @@
+// ops/gemm.hpp: every GEMM provider of this build against a double-precision triple loop (a
+// different algorithm), for each storage order the components use, transposes, blocks with
+// outer strides, scalar factors, accumulation, the fused bias, and the shapes that go to Eigen
+// (vectors, tiny and empty products). The error is held to the summation bound of the
+// tolerance table, which any correct order meets and a wrong operand, stride or transpose
+// misses by orders of magnitude.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "nlb/ops/gemm.hpp"
+#include "test_random.hpp"
+#include "tolerances.hpp"
+
+namespace {
+
+using nlb::Index;
+
+template <class T>
+using RowM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using ColM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+
+// c0 + a·b in double by the textbook loop, and |a|·|b| (the scale of each entry's error).
+struct Reference {
+  Eigen::MatrixXd value, scale;
+};
+Reference triple_loop(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b,
+                      const Eigen::MatrixXd& c0) {
+  Reference r{c0, Eigen::MatrixXd::Zero(a.rows(), b.cols())};
+  for (Index i = 0; i < a.rows(); ++i) {
+    for (Index j = 0; j < b.cols(); ++j) {
+      for (Index p = 0; p < a.cols(); ++p) {
+        r.value(i, j) += a(i, p) * b(p, j);
+        r.scale(i, j) += std::abs(a(i, p) * b(p, j));
+      }
+      r.scale(i, j) += std::abs(c0(i, j));
+    }
+  }
+  return r;
+}
+
+template <class T, class Got>
+void check_within_bound(const Got& got, const Reference& ref, Index k, const std::string& what) {
+  BOOST_TEST_CONTEXT(what) {
+    BOOST_TEST_REQUIRE(got.rows() == ref.value.rows());
+    BOOST_TEST_REQUIRE(got.cols() == ref.value.cols());
+    const double u = std::numeric_limits<T>::epsilon() / 2;
+    const double kk = static_cast<double>(k + 2);  // + the rounding of operands and result
+    const double gamma = kk * u / (1 - kk * u);
+    double worst = 0;
+    for (Index i = 0; i < got.rows(); ++i) {
+      for (Index j = 0; j < got.cols(); ++j) {
+        const double err = std::abs(static_cast<double>(got(i, j)) - ref.value(i, j));
+        const double bound = nlb::test::tol::gemm_bound_factor * gamma * ref.scale(i, j) +
+                             std::numeric_limits<T>::min();
+        worst = std::max(worst, err / bound);
+      }
+    }
+    BOOST_TEST_MESSAGE(what << ": largest error / bound = " << worst);
+    BOOST_TEST(worst <= 1.0);
+  }
+}
+
+template <class T>
+Eigen::MatrixXd rounded(const Eigen::MatrixXd& m) {
+  return m.cast<T>().template cast<double>();
+}
+
+// One provider, one scalar type: every operand layout at every shape.
+template <class Provider, class T>
+void check_provider(const std::string& name) {
+  using Backend = nlb::backend::simd<xsimd::default_arch, Provider>;
+  nlb::GemmScratch<T> scratch;
+  struct Shape {
+    Index m, k, n;
+  };
+  // Vectors (m = 1, n = 1), tiny (coefficient-based in Eigen), empty, k = 0, odd and blocked.
+  const Shape shapes[] = {{1, 5, 7},    {6, 9, 1},      {3, 4, 5},     {0, 5, 4},    {5, 0, 4},
+                          {37, 19, 53}, {128, 96, 200}, {65, 300, 17}, {200, 64, 96}};
+  std::uint64_t seed = 100;
+  for (const auto [m, k, n] : shapes) {
+    const std::string shape = name + " " + std::to_string(m) + "x" + std::to_string(k) + "x" +
+                              std::to_string(n) + (std::is_same_v<T, float> ? " float" : " double");
+    const Eigen::MatrixXd a = rounded<T>(nlb::test::gaussian(m, k, ++seed));
+    const Eigen::MatrixXd b = rounded<T>(nlb::test::gaussian(k, n, ++seed));
+    const Eigen::MatrixXd c0 = rounded<T>(nlb::test::gaussian(m, n, ++seed));
+    const Eigen::MatrixXd bias = rounded<T>(nlb::test::gaussian(1, n, ++seed));
+    const Eigen::MatrixXd zero = Eigen::MatrixXd::Zero(m, n);
+    const Reference plain = triple_loop(a, b, zero);
+
+    const RowM<T> a_row = a.cast<T>();
+    const ColM<T> a_col = a.cast<T>();
+    const RowM<T> b_row = b.cast<T>();
+    const ColM<T> b_col = b.cast<T>();
+    const RowM<T> bt_row = b.transpose().cast<T>();  // stored [n, k], used transposed
+
+    RowM<T> c_row(m, n);
+    nlb::ops::gemm(Backend{}, c_row, a_row, b_row, scratch);
+    check_within_bound<T>(c_row, plain, k, shape + " row = row · row");
+    nlb::ops::gemm(Backend{}, c_row, a_row, bt_row.transpose(), scratch);
+    check_within_bound<T>(c_row, plain, k, shape + " row = row · rowᵀ");
+    nlb::ops::gemm(Backend{}, c_row, a_col, b_col, scratch);
+    check_within_bound<T>(c_row, plain, k, shape + " row = col · col");
+    ColM<T> c_col(m, n);
+    nlb::ops::gemm(Backend{}, c_col, a_row, b_col, scratch);
+    check_within_bound<T>(c_col, plain, k, shape + " col = row · col");
+    nlb::ops::gemm(Backend{}, c_col, a_col, bt_row.transpose(), scratch);
+    check_within_bound<T>(c_col, plain, k, shape + " col = col · rowᵀ");
+
+    // Blocks with outer strides: the operands inside wider matrices, the result in the middle
+    // columns of a wider one (as the attention heads write their context).
+    RowM<T> a_wide = RowM<T>::Constant(m, k + 3, T(7));
+    a_wide.middleCols(2, k) = a_row;
+    RowM<T> b_wide = RowM<T>::Constant(k, n + 5, T(-3));
+    b_wide.middleCols(1, n) = b_row;
+    RowM<T> c_wide = RowM<T>::Constant(m, n + 4, T(9));
+    nlb::ops::gemm(Backend{}, c_wide.middleCols(3, n), a_wide.middleCols(2, k),
+                   b_wide.middleCols(1, n), scratch);
+    check_within_bound<T>(c_wide.middleCols(3, n), plain, k, shape + " blocks");
+    BOOST_TEST(
+        ((c_wide.leftCols(3).array() == T(9)).all() && (c_wide.col(n + 3).array() == T(9)).all()),
+        shape + ": columns outside the block are left alone");
+
+    // A scalar factor folded into an operand (Eigen passes it to the kernel as alpha).
+    nlb::ops::gemm(Backend{}, c_row, a_row * T(2), b_row, scratch);
+    Reference twice = plain;
+    twice.value *= 2;
+    twice.scale *= 2;
+    check_within_bound<T>(c_row, twice, k, shape + " scalar factor");
+
+    // Accumulation and the fused bias.
+    c_row = c0.cast<T>();
+    nlb::ops::gemm(Backend{}, c_row, a_row, b_row, scratch, /*accumulate=*/true);
+    check_within_bound<T>(c_row, triple_loop(a, b, c0), k, shape + " accumulate");
+    const Eigen::Matrix<T, 1, Eigen::Dynamic> bias_row = bias.cast<T>();
+    nlb::ops::gemm_bias(Backend{}, c_row, a_row, b_row, bias_row, scratch);
+    check_within_bound<T>(c_row, triple_loop(a, b, bias.replicate(m, 1)), k, shape + " bias");
+  }
+}
+
+template <class Provider>
+void check_provider_both_types(const std::string& name) {
+  check_provider<Provider, float>(name);
+  check_provider<Provider, double>(name);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(eigen_provider_meets_the_summation_bound) {
+  check_provider_both_types<nlb::gemm_provider::eigen>("eigen");
+  BOOST_TEST(nlb::ops::gemm_provider_in_use(nlb::backend::scalar{}));
+}
+
+BOOST_AUTO_TEST_CASE(openblas_provider_meets_the_summation_bound) {
+#if defined(NLB_HAVE_OPENBLAS)
+  using Backend = nlb::backend::simd<xsimd::default_arch, nlb::gemm_provider::openblas>;
+  nlb::ops::set_gemm_threads(Backend{}, 1);
+  check_provider_both_types<nlb::gemm_provider::openblas>("openblas");
+  // CTest names OpenBLAS's kernels where the CPU allows (tests/CMakeLists.txt), so that these
+  // products really ran in OpenBLAS and not in the Eigen fallback.
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr)
+    BOOST_TEST(nlb::ops::gemm_provider_in_use(Backend{}));
+  BOOST_TEST_MESSAGE("openblas in use: " << nlb::ops::gemm_provider_in_use(Backend{}));
+#else
+  BOOST_TEST_MESSAGE("OpenBLAS is not part of this build (libopenblas-dev not found)");
+#endif
+}
+
+BOOST_AUTO_TEST_CASE(blis_provider_meets_the_summation_bound) {
+#if defined(NLB_HAVE_BLIS)
+  using Backend = nlb::backend::simd<xsimd::default_arch, nlb::gemm_provider::blis>;
+  nlb::ops::set_gemm_threads(Backend{}, 1);
+  check_provider_both_types<nlb::gemm_provider::blis>("blis");
+  BOOST_TEST_MESSAGE("blis in use: " << nlb::ops::gemm_provider_in_use(Backend{}));
+#else
+  BOOST_TEST_MESSAGE("BLIS is not part of this build (libblis-dev not found)");
+#endif
+}
+
+BOOST_AUTO_TEST_CASE(default_backend_uses_the_configured_provider) {
+  static_assert(std::is_same_v<nlb::backend::cpu::gemm, nlb::gemm_provider::default_provider>);
+  static_assert(std::is_same_v<nlb::backend::scalar::gemm, nlb::gemm_provider::eigen>);
+  BOOST_TEST_MESSAGE("backend::cpu multiplies with "
+                     << nlb::gemm_provider::name<nlb::gemm_provider::default_provider>());
+#if defined(NLB_DEFAULT_GEMM_OPENBLAS)
+  BOOST_TEST(std::string(nlb::gemm_provider::name<nlb::backend::cpu::gemm>()) == "openblas");
+#elif defined(NLB_DEFAULT_GEMM_BLIS)
+  BOOST_TEST(std::string(nlb::gemm_provider::name<nlb::backend::cpu::gemm>()) == "blis");
+#else
+  BOOST_TEST(std::string(nlb::gemm_provider::name<nlb::backend::cpu::gemm>()) == "eigen");
+#endif
+}
