@@ -33,6 +33,7 @@
 #include "nlb/attention/skew_routing.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/softmax.hpp"
+#include "random_matrix.hpp"
 
 namespace {
 
@@ -42,14 +43,7 @@ using nlb::RowMatrix;
 constexpr Index kWidth = 768;  // d of the low-rank routing input (GPT-2 small)
 constexpr Index kHead = 64;    // d_h of the dense head
 
-RowMatrix<float> random_matrix(Index rows, Index cols, float scale, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  RowMatrix<float> m(rows, cols);
-  for (Index i = 0; i < m.size(); ++i)
-    m.data()[i] = normal(rng);
-  return m;
-}
+using nlb::bench::random_matrix;
 
 void set_bytes(benchmark::State& state, double entries) {
   state.counters["bytes_per_second"] =

@@ -17,20 +17,14 @@
 #include "nlb/core/detail/xsimd_include.hpp"
 #include "nlb/core/matrix.hpp"
 #include "nlb/ops/gemm.hpp"
+#include "random_matrix.hpp"
 
 namespace {
 
 using nlb::Index;
 using Matrix = nlb::RowMatrix<float>;
 
-Matrix random_matrix(Index rows, Index cols, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  Matrix m(rows, cols);
-  for (Index i = 0; i < m.size(); ++i)
-    m.data()[i] = normal(rng);
-  return m;
-}
+using nlb::bench::random_matrix;
 
 void BM_fma_peak(benchmark::State& state) {
   using Batch = xsimd::batch<float>;
@@ -62,8 +56,8 @@ void BM_gemm(benchmark::State& state) {
   const bool transposed = state.range(3) != 0;
   using Backend = nlb::backend::simd<xsimd::default_arch, Provider>;
   nlb::ops::set_gemm_threads(Backend{}, 1);
-  const Matrix a = random_matrix(m, k, 1);
-  const Matrix b = transposed ? random_matrix(n, k, 2) : random_matrix(k, n, 2);
+  const Matrix a = random_matrix(m, k, 1.0f, 1);
+  const Matrix b = transposed ? random_matrix(n, k, 1.0f, 2) : random_matrix(k, n, 1.0f, 2);
   Matrix c(m, n);
   nlb::GemmScratch<float> scratch;
   for (auto _ : state) {

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "nlb/nlb.hpp"
+#include "random_matrix.hpp"
 
 namespace {
 
@@ -18,14 +19,7 @@ using MlpT = nlb::Mlp<float>;
 using SurrogateT = nlb::RidgeSurrogate<float>;
 using GateT = nlb::HyperplaneGate<float>;
 
-nlb::RowMatrix<float> random_matrix(Index rows, Index cols, float scale, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  nlb::RowMatrix<float> m(rows, cols);
-  for (Index i = 0; i < m.size(); ++i)
-    m.data()[i] = normal(rng);
-  return m;
-}
+using nlb::bench::random_matrix;
 
 MlpT random_mlp(Index d) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));

@@ -3,7 +3,11 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <climits>
+#include <cstddef>
+#include <iterator>
+#include <string_view>
 #include <type_traits>
 
 #include "nlb/core/matrix.hpp"
@@ -25,6 +29,22 @@ template <class Provider>
 bool provider_usable(Provider) = delete;
 template <class Provider>
 void provider_set_threads(Provider, int) = delete;
+
+/// True unless this program is compiled for FMA (AVX2 or FMA flags) and `kernels`, the name of
+/// the kernel set a BLAS library chose for this CPU, is one of `without_fma` (its older kernel
+/// sets): a library running those is slower than Eigen here. A null name counts as unknown.
+template <std::size_t N>
+bool kernels_suit_build([[maybe_unused]] const char* kernels,
+                        [[maybe_unused]] const std::string_view (&without_fma)[N]) {
+#if defined(__AVX2__) || defined(__FMA__)
+  if (kernels == nullptr)
+    return false;
+  return std::find(std::begin(without_fma), std::end(without_fma), std::string_view(kernels)) ==
+         std::end(without_fma);
+#else
+  return true;
+#endif
+}
 
 /// True when an Eigen expression type can be handed to BLAS as it is: its coefficients lie in
 /// memory (a matrix, map, block, Ref or a transpose of one) and consecutive ones of its inner

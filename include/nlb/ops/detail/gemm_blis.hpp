@@ -12,7 +12,6 @@
 #define BLIS_DISABLE_CBLAS
 #endif
 #include <blis.h>
-#include <algorithm>
 #include <string_view>
 #include <utility>
 
@@ -47,16 +46,8 @@ void provider_gemm(gemm_provider::blis, const BlasMatrix<const T>& a, const Blas
 /// (BLIS picks them by CPUID at its first call; an unknown CPU gets `generic`). Products then
 /// go to Eigen instead. Read once.
 inline bool provider_usable(gemm_provider::blis) {
-  static const bool usable = [] {
-#if defined(__AVX2__) || defined(__FMA__)
-    constexpr std::string_view without_fma[] = {"generic", "penryn", "sandybridge"};
-    const char* arch = bli_arch_string(bli_arch_query_id());
-    const std::string_view name = arch != nullptr ? arch : "generic";
-    return std::find(std::begin(without_fma), std::end(without_fma), name) == std::end(without_fma);
-#else
-    return true;
-#endif
-  }();
+  static constexpr std::string_view without_fma[] = {"generic", "penryn", "sandybridge"};
+  static const bool usable = kernels_suit_build(bli_arch_string(bli_arch_query_id()), without_fma);
   return usable;
 }
 

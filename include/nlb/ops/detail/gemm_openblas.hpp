@@ -5,11 +5,10 @@
 
 #include <cblas.h>
 
+#include <string_view>
+
 #include "nlb/core/gemm_provider.hpp"
 #include "nlb/ops/detail/blas_operand.hpp"
-
-#include <algorithm>
-#include <string_view>
 
 // OpenBLAS's own functions (declared in its cblas.h; repeated here for older headers).
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -44,20 +43,12 @@ void provider_gemm(gemm_provider::openblas, const BlasMatrix<const T>& a,
 /// providers"). Products then go to Eigen instead; OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell)
 /// names the kernels to use. Read once.
 inline bool provider_usable(gemm_provider::openblas) {
-  static const bool usable = [] {
-#if defined(__AVX2__) || defined(__FMA__)
-    // Kernels without FMA: the x86-64 fallbacks and pre-Haswell cores.
-    constexpr std::string_view without_fma[] = {
-        "Prescott",     "Core2",     "Penryn",     "Dunnington", "Nehalem", "Atom",
-        "Sandybridge",  "Katmai",    "Coppermine", "Northwood",  "Banias",  "Opteron",
-        "Opteron_SSE3", "Barcelona", "Bobcat",     "Athlon",     "Unknown"};
-    const char* core = openblas_get_corename();
-    const std::string_view name = core != nullptr ? core : "Unknown";
-    return std::find(std::begin(without_fma), std::end(without_fma), name) == std::end(without_fma);
-#else
-    return true;
-#endif
-  }();
+  // The x86-64 fallbacks and the pre-Haswell cores of OpenBLAS's DYNAMIC_ARCH list.
+  static constexpr std::string_view without_fma[] = {
+      "Prescott",     "Core2",     "Penryn",     "Dunnington", "Nehalem", "Atom",
+      "Sandybridge",  "Katmai",    "Coppermine", "Northwood",  "Banias",  "Opteron",
+      "Opteron_SSE3", "Barcelona", "Bobcat",     "Athlon",     "Unknown"};
+  static const bool usable = kernels_suit_build(openblas_get_corename(), without_fma);
   return usable;
 }
 
