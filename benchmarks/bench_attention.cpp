@@ -21,7 +21,17 @@
 //   BM_softmax_attention/T     P = softmax_causal((q / 8) kᵀ), out = P v (DenseAttention's
 //                              per-head path: full [T, T] GEMM, row softmax with causal limit,
 //                              [T, T] x [T, 64] GEMM).
+//   BM_tiled_attention/T/Q/K   the same head as detail::tiled_causal_attention with query tiles
+//                              of Q rows and key tiles of K rows (what every attention component
+//                              runs): only the causal scores, no [T, T] matrix.
 //   BM_linear_attention/T      linear_attention_head: φ = elu + 1 on q, k, chunked prefix sums.
+//
+// The whole attention block of GPT-2 small (d = 768, 12 heads), X [T, 768] given:
+//   BM_attention_block/T       DenseAttention<float>::forward: QKV projection, causal softmax
+//                              attention per head, output projection (backend::cpu, so the
+//                              build's default GEMM provider, one GEMM thread). The PyTorch side
+//                              is benchmarks/torch_attention.py (the same block, written the usual
+//                              way: [T, T] scores, mask, softmax, P v).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -29,6 +39,7 @@
 #include <cstdint>
 #include <random>
 
+#include "nlb/attention/dense_attention.hpp"
 #include "nlb/attention/linear_attention.hpp"
 #include "nlb/attention/skew_routing.hpp"
 #include "nlb/core.hpp"
@@ -136,6 +147,24 @@ void BM_softmax_attention(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * t);
 }
 
+void BM_tiled_attention(benchmark::State& state) {
+  const Index t = state.range(0);
+  const nlb::detail::AttentionTiles tiles{state.range(1), state.range(2)};
+  const RowMatrix<float> q = random_matrix(t, kHead, 1.0f, 6), k = random_matrix(t, kHead, 1.0f, 7),
+                         v = random_matrix(t, kHead, 1.0f, 8);
+  RowMatrix<float> out(t, kHead);
+  nlb::detail::TiledAttentionScratch<float> scratch;
+  nlb::GemmScratch<float> gemm;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHead));
+  for (auto _ : state) {
+    nlb::detail::tiled_causal_attention<nlb::backend::cpu, float>(
+        nlb::backend::cpu{}, q, k, v, scale, 0, out, scratch, gemm, tiles);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * t);
+}
+
 void BM_linear_attention(benchmark::State& state) {
   const Index t = state.range(0);
   const RowMatrix<float> q = random_matrix(t, kHead, 1.0f, 6), k = random_matrix(t, kHead, 1.0f, 7),
@@ -149,8 +178,27 @@ void BM_linear_attention(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * t);
 }
 
+void BM_attention_block(benchmark::State& state) {
+  const Index t = state.range(0), heads = 12;
+  nlb::ops::set_gemm_threads(nlb::backend::cpu{}, 1);
+  nlb::AttentionWeights<float> w{
+      random_matrix(kWidth, 3 * kWidth, 0.02f, 11), random_matrix(1, 3 * kWidth, 0.02f, 12),
+      random_matrix(kWidth, kWidth, 0.02f, 13), random_matrix(1, kWidth, 0.02f, 14)};
+  const nlb::DenseAttention<float> attention(std::move(w), heads);
+  const RowMatrix<float> x = random_matrix(t, kWidth, 1.0f, 15);
+  nlb::Activations<float> y(t, kWidth);
+  nlb::DenseAttention<float>::Workspace ws;
+  for (auto _ : state) {
+    attention.forward(x, y, ws);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * t);
+}
+
 }  // namespace
 
+BENCHMARK(BM_attention_block)->Arg(128)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_write_bound)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_dense_scores)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_routing_scores, 2)
@@ -201,6 +249,9 @@ BENCHMARK_TEMPLATE(BM_routing_scores_full, 32)
 BENCHMARK(BM_softmax_attention)
     ->RangeMultiplier(2)
     ->Range(128, 4096)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_tiled_attention)
+    ->ArgsProduct({{1024, 4096}, {32, 64, 128}, {128, 256, 512}})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_linear_attention)->RangeMultiplier(2)->Range(128, 4096)->Unit(benchmark::kMicrosecond);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The PyTorch side of bench_transformer: the same GPT-2-small forward, tokens/s.
+"""The PyTorch side of bench_transformer and bench_attention: the same GPT-2-small forward (or
+its attention block alone, --part attention), tokens/s.
 
-Usage: /usr/bin/python3 benchmarks/torch_forward.py --threads N [--repeats N]
+Usage: /usr/bin/python3 benchmarks/torch_forward.py --threads N [--repeats N] [--part model|attention]
 
 The BLAS's own thread pool must match too: this script sets OPENBLAS_NUM_THREADS and
 OMP_NUM_THREADS to --threads before torch is imported (otherwise OpenBLAS uses every core
@@ -38,14 +39,25 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--part", choices=("model", "attention"), default="model")
     args = parser.parse_args()
     torch.manual_seed(1)
     config = models.Gpt2Config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
-    model = models.Gpt2LMHeadModel(config).float().eval()
+    if args.part == "model":
+        model = models.Gpt2LMHeadModel(config).float().eval()
+        lengths = (128, 1024)
+    else:  # one block's attention on a [1, T, 768] input, as BM_attention_block
+        model = models.Gpt2Attention(config).float().eval()
+        for p in model.parameters():
+            torch.nn.init.normal_(p, std=0.02)
+        lengths = (128, 1024, 2048)
     threads = args.threads
     torch.set_num_threads(threads)
-    for t in (128, 1024):
-        tokens = torch.randint(0, 50257, (1, t))
+    for t in lengths:
+        if args.part == "model":
+            tokens = torch.randint(0, 50257, (1, t))
+        else:
+            tokens = torch.randn(1, t, config.n_embd)
         with torch.inference_mode():
             model(tokens)  # warm-up
             times = []
@@ -54,7 +66,7 @@ def main():
                 model(tokens)
                 times.append(time.perf_counter() - start)
         median = statistics.median(times)
-        print(json.dumps({"T": t, "threads": threads, "seconds": median, "tokens_per_s": t / median,
+        print(json.dumps({"part": args.part, "T": t, "threads": threads, "seconds": median, "tokens_per_s": t / median,
                           "torch": torch.__version__,
                           "blas": os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")}))
 

@@ -101,8 +101,8 @@ BOOST_AUTO_TEST_CASE(dense_attention_matches_naive_reference) {
   struct Case {
     Index d, heads, rot, rows;
   };
-  for (const Case c :
-       {Case{8, 2, 0, 5}, Case{12, 3, 2, 9}, Case{16, 2, 8, 17}, Case{16, 4, 4, 1}}) {
+  for (const Case c : {Case{8, 2, 0, 5}, Case{12, 3, 2, 9}, Case{16, 2, 8, 17}, Case{16, 4, 4, 1},
+                       Case{16, 2, 8, 300}}) {  // 300 rows: several query and key tiles
     const auto w = random_weights<double>(c.d, 100 + static_cast<std::uint64_t>(c.d));
     const nlb::DenseAttention<double> attn(w, c.heads, c.rot, 10000.0);
     const auto X = nlb::test::normal_matrix<double>(c.rows, c.d, 1.0, 7);

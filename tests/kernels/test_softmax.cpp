@@ -1,7 +1,9 @@
 // Softmax with a causal limit (nlb/kernels/softmax.hpp): the SIMD form against the scalar
 // reference for every row length up to 4W + 3 and every limit, both against a long-double
 // evaluation of the definition, and the properties: sums to 1, masked entries exactly 0,
-// invariance to a constant shift, argument checks.
+// invariance to a constant shift, argument checks. softmax_tile: a row streamed in tiles of
+// every size, its running maximum and sum combined as tiled attention does, against the
+// long-double definition.
 #include <boost/test/unit_test.hpp>
 
 #include "nlb/kernels/softmax.hpp"
@@ -152,9 +154,76 @@ void check_shift_invariance(Backend, const std::string& label) {
   }
 }
 
+// Streams a row of n logits through softmax_tile in tiles of `tile` entries (the last row
+// entries after `limit` masked in its tile), keeping every tile's exponentials and the state
+// at the time; the weights are then exp(...)·exp(m_tile − m_final) / sum_final. Compared with
+// the definition of softmax(scale·x) over [0, limit).
+template <class T, class Backend>
+void check_streamed_row(Backend backend, Data data, Index n, Index limit, Index tile, T scale,
+                        ErrorLog& log, const std::string& label) {
+  const auto x = logits<T>(data, n, limit, static_cast<std::uint64_t>(31 * n + tile));
+  auto row = x;
+  std::vector<T> tile_maximum;
+  T maximum = std::numeric_limits<T>::lowest(), sum = T(0);
+  for (Index j0 = 0; j0 < limit; j0 += tile) {
+    const Index width = std::min(tile, n - j0), seen = std::min(width, limit - j0);
+    const auto state = kernels::softmax_tile(backend, row.data() + j0, width, seen, scale, maximum);
+    BOOST_TEST(state.maximum >= maximum);
+    sum = (j0 == 0 ? T(0) : sum * std::exp(maximum - state.maximum)) + state.sum;
+    maximum = state.maximum;
+    tile_maximum.push_back(maximum);
+  }
+  std::vector<long double> weights(static_cast<std::size_t>(limit));
+  for (Index j = 0; j < limit; ++j) {
+    const auto m = tile_maximum[static_cast<std::size_t>(j / tile)];
+    weights[static_cast<std::size_t>(j)] =
+        static_cast<long double>(row[static_cast<std::size_t>(j)]) *
+        std::exp(static_cast<long double>(m) - maximum) / sum;
+  }
+  std::vector<T> scaled(x.size());
+  for (std::size_t j = 0; j < x.size(); ++j)
+    scaled[j] = static_cast<T>(static_cast<long double>(scale) * x[j]);
+  const auto reference = reference_softmax(scaled, limit);
+  const std::string where = label + " n=" + std::to_string(n) + " limit=" + std::to_string(limit) +
+                            " tile=" + std::to_string(tile) + " " + name(data);
+  log.compare_rows(weights.data(), reference.data(), limit, nlb::test::kernel_bound<T>(), where);
+  bool masked_zero = true;  // the tile holding `limit` has zeros after it
+  for (Index j = limit; j < std::min(n, (limit + tile - 1) / tile * tile); ++j)
+    masked_zero = masked_zero && row[static_cast<std::size_t>(j)] == T(0);
+  BOOST_TEST(masked_zero, where << ": entries past the limit must be exactly 0");
+}
+
+template <class T>
+void check_streamed_rows(const std::string& label) {
+  ErrorLog scalar_log, simd_log;
+  const Index width = nlb::test::lanes<T>();
+  for (Index n : {Index{1}, Index{5}, width + 1, 3 * width + 2, Index{97}}) {
+    for (Index limit : {Index{1}, (n + 1) / 2, n}) {
+      for (Index tile : {Index{1}, Index{3}, width, 2 * width + 1, n}) {
+        for (Data data : datasets) {
+          // scale 0.125 (1/√64, a dense head's) and 1 (features already scaled)
+          for (T scale : {T(0.125), T(1)}) {
+            check_streamed_row<T>(backend::scalar{}, data, n, limit, tile, scale, scalar_log,
+                                  label + " scalar");
+            check_streamed_row<T>(backend::simd<>{}, data, n, limit, tile, scale, simd_log,
+                                  label + " simd");
+          }
+        }
+      }
+    }
+  }
+  scalar_log.report(label + " streamed in tiles, scalar vs long double");
+  simd_log.report(label + " streamed in tiles, simd vs long double");
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(softmax)
+
+BOOST_AUTO_TEST_CASE(streamed_tiles_match_the_definition) {
+  check_streamed_rows<float>("softmax_tile float");
+  check_streamed_rows<double>("softmax_tile double");
+}
 
 BOOST_AUTO_TEST_CASE(simd_matches_scalar_and_reference_float) {
   check_simd_and_scalar<float, xsimd::default_arch>("softmax float");

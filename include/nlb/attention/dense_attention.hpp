@@ -5,10 +5,10 @@
 #include <cmath>
 #include <utility>
 
+#include "nlb/attention/detail/tiled_attention.hpp"
 #include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/rotary.hpp"
-#include "nlb/kernels/softmax.hpp"
 #include "nlb/ops/gemm.hpp"
 
 namespace nlb {
@@ -30,8 +30,9 @@ struct AttentionWeights {
 ///   per head: P = softmax_causal(Q_h K_hᵀ / sqrt(d_h)),  C_h = P V_h;
 ///   Y = C w_out + b_out.
 /// X, Y [T, d]. With a KV cache the T new tokens sit at positions [past, past + T) and attend to
-/// every cached position too. Cost per call: 8·T·d² (projections) + 4·T·S·d (scores and
-/// values, S = past + T).
+/// every cached position too. Each head runs in tiles with a streamed softmax
+/// (detail::tiled_causal_attention): no [T, S] score matrix, and only the causal scores are
+/// computed. Cost per call: 8·T·d² (projections) + about 4·T·(past + T/2)·d (scores and values).
 template <class T, int D = Dynamic, class Backend = backend::cpu>
 class DenseAttention {
   static_assert(backend::is_host<Backend>,
@@ -50,15 +51,15 @@ class DenseAttention {
   using AnyInput = Activations<T>;
   using AnyOutput = Activations<T>;
 
-  /// Scratch memory for forward(); reuse it across calls. After a call with T rows and S
-  /// positions, a call with T rows and at most S positions allocates nothing (the score block
-  /// grows with the KV cache, so it is grow-only storage used through a [T, S] view).
+  /// Scratch memory for forward(); reuse it across calls. After a call with T rows, a call
+  /// with T rows allocates nothing, however long the KV cache has grown (the score tile has a
+  /// fixed size).
   struct Workspace {
-    Activations<T> qkv;               // [T, 3d]
-    ScratchMatrix<T> scores;          // [T, S] for one head
-    Activations<T, D> context;        // [T, d]
-    kernels::RotaryAngles<T> angles;  // [T, rotary_dims / 2] cos and sin
-    GemmScratch<T> gemm;              // packing buffers of the products
+    Activations<T> qkv;                          // [T, 3d]
+    detail::TiledAttentionScratch<T> attention;  // one score tile and its running softmax
+    Activations<T, D> context;                   // [T, d]
+    kernels::RotaryAngles<T> angles;             // [T, rotary_dims / 2] cos and sin
+    GemmScratch<T> gemm;                         // packing buffers of the products
   };
 
   DenseAttention() = default;
@@ -118,17 +119,17 @@ class DenseAttention {
     }
     const T scale = T(1) / std::sqrt(static_cast<T>(dh));
     ws.context.resize(rows, d);
-    if (cache)
-      ws.scores.reserve(rows * cache->capacity());  // once: S grows with every decoded token
-    auto scores = ws.scores.view(rows, span);       // [T, S]
     for (Index h = 0; h < n_heads_; ++h) {
       const auto q = ws.qkv.middleCols(h * dh, dh);  // [T, d_h]
+      auto context = ws.context.middleCols(h * dh, dh);
       if (cache) {
-        attend_head(q, cache->keys.block(0, h * dh, span, dh),
-                    cache->values.block(0, h * dh, span, dh), scale, past, scores, ws, h);
+        detail::tiled_causal_attention<Backend, T>(
+            Backend{}, q, cache->keys.block(0, h * dh, span, dh),
+            cache->values.block(0, h * dh, span, dh), scale, past, context, ws.attention, ws.gemm);
       } else {
-        attend_head(q, ws.qkv.middleCols(d + h * dh, dh), ws.qkv.middleCols(2 * d + h * dh, dh),
-                    scale, past, scores, ws, h);
+        detail::tiled_causal_attention<Backend, T>(Backend{}, q, ws.qkv.middleCols(d + h * dh, dh),
+                                                   ws.qkv.middleCols(2 * d + h * dh, dh), scale,
+                                                   past, context, ws.attention, ws.gemm);
       }
     }
     ops::gemm_bias(Backend{}, Y, ws.context, w_.w_out, w_.b_out, ws.gemm);  // [T, d]
@@ -156,21 +157,6 @@ class DenseAttention {
         kernels::rotate_half(Backend{}, &qkv(t, d + h * dh), rotary_dims_, cos, sin);  // K
       }
     }
-  }
-
-  template <class QBlock, class KBlock, class VBlock, class Scores>
-  void attend_head(const QBlock& q, const KBlock& k, const VBlock& v, T scale, Index past,
-                   Scores& scores, Workspace& ws, Index h) const {
-    const Index rows = q.rows(), span = k.rows();
-    // Product first, then scale in place: written as one expression, Eigen evaluates the
-    // product into a fresh [T, S] temporary before scaling (8x slower at T >= 2048).
-    ops::gemm(Backend{}, scores, q, k.transpose(), ws.gemm);  // [T, S]
-    scores *= scale;
-    for (Index t = 0; t < rows; ++t) {
-      kernels::softmax(Backend{}, scores.row(t).data(), span, past + t + 1);  // causal
-    }
-    ops::gemm(Backend{}, ws.context.middleCols(h * head_dim(), head_dim()), scores, v,
-              ws.gemm);  // [T, d_h]
   }
 
   AttentionWeights<T, D> w_;

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "nlb/attention/dense_attention.hpp"
-#include "nlb/attention/detail/causal_product.hpp"
+#include "nlb/attention/detail/tiled_attention.hpp"
 #include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
-#include "nlb/kernels/softmax.hpp"
+#include "nlb/ops/gemm.hpp"
 
 namespace nlb {
 
@@ -35,8 +35,9 @@ struct FactoredHead {
 ///   V = X w_v + b_v [T, d] (head h uses columns [h·d_h, (h+1)·d_h)),  Y = C w_out + b_out.
 /// No rotary positions. KV cache (as SDAttention's): the "keys" rows hold the raw input rows
 /// x_j, the "values" rows the V rows; key features of cached rows are recomputed each call.
-/// Cost per call: 4·T·d² (values, output) + 2·S·d·W (features, W = Σ w_h) + about
-/// T·(past + T/2)·W (scores) + 2·T·S·d (context).
+/// Each head runs in tiles with a streamed softmax (detail::tiled_causal_attention: no [T, S]
+/// score matrix). Cost per call: 4·T·d² (values, output) + 2·S·d·W (features, W = Σ w_h) +
+/// about 2·T·(past + T/2)·(W + d) (scores and context).
 template <class T, int D = Dynamic, class Backend = backend::cpu>
 class FactoredAttention {
   static_assert(backend::is_host<Backend>,
@@ -54,11 +55,12 @@ class FactoredAttention {
 
   /// Scratch memory for forward(); reuse it across calls.
   struct Workspace {
-    Activations<T> values;   // [T, d]
-    RowMatrix<T> fq;         // [T, W]: every head's query features side by side
-    RowMatrix<T> fk;         // [S, W]
-    RowMatrix<T> scores;     // [T, S] for one head
-    Activations<T> context;  // [T, d]
+    Activations<T> values;                       // [T, d]
+    RowMatrix<T> fq;                             // [T, W]: every head's query features side by side
+    RowMatrix<T> fk;                             // [S, W]
+    detail::TiledAttentionScratch<T> attention;  // one score tile and its running softmax
+    Activations<T> context;                      // [T, d]
+    GemmScratch<T> gemm;                         // packing buffers of the products
   };
 
   FactoredAttention() = default;
@@ -156,8 +158,7 @@ class FactoredAttention {
       }
     }
     ws.values.resize(rows, d);
-    ws.values.noalias() = X * w_v_;
-    ws.values.rowwise() += b_v_;
+    ops::gemm_bias(Backend{}, ws.values, X, w_v_, b_v_, ws.gemm);
     const Index span = past + rows;
     if (cache) {
       cache->keys.middleRows(past, rows) = X;
@@ -171,24 +172,19 @@ class FactoredAttention {
               : Eigen::Ref<const AnyInput>(ws.values);
     const Index total = w_query_.cols();
     ws.fq.resize(rows, total);
-    ws.fq.noalias() = X * w_query_;
-    ws.fq.rowwise() += b_query_;
-    ws.fq *= scale_;
+    ops::gemm_bias(Backend{}, ws.fq, X, w_query_, b_query_, ws.gemm);
+    ws.fq *= scale_;  // any sign: the tiles' softmax then takes the logits as they are
     ws.fk.resize(span, total);
-    ws.fk.noalias() = keys * w_key_;
-    ws.fk.rowwise() += b_key_;
-    ws.scores.resize(rows, span);
+    ops::gemm_bias(Backend{}, ws.fk, keys, w_key_, b_key_, ws.gemm);
     ws.context.resize(rows, d);
     for (Index h = 0; h < heads(); ++h) {
       const Index o = offsets_[static_cast<std::size_t>(h)];
       const Index w = offsets_[static_cast<std::size_t>(h + 1)] - o;
-      detail::causal_product<T>(ws.fq.middleCols(o, w), ws.fk.middleCols(o, w), ws.scores, past);
-      for (Index t = 0; t < rows; ++t)
-        kernels::softmax(Backend{}, ws.scores.row(t).data(), span, past + t + 1);
-      ws.context.middleCols(h * dh, dh).noalias() = ws.scores * values.middleCols(h * dh, dh);
+      detail::tiled_causal_attention<Backend, T>(
+          Backend{}, ws.fq.middleCols(o, w), ws.fk.middleCols(o, w), values.middleCols(h * dh, dh),
+          T(1), past, ws.context.middleCols(h * dh, dh), ws.attention, ws.gemm);
     }
-    Y.noalias() = ws.context * w_out_;
-    Y.rowwise() += b_out_;
+    ops::gemm_bias(Backend{}, Y, ws.context, w_out_, b_out_, ws.gemm);
   }
 
   Index features() const { return w_out_.rows(); }

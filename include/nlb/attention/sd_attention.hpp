@@ -10,12 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "nlb/attention/detail/causal_product.hpp"
+#include "nlb/attention/detail/tiled_attention.hpp"
 #include "nlb/attention/diagonal_filter.hpp"
 #include "nlb/attention/kv_cache.hpp"
 #include "nlb/attention/skew_routing.hpp"
 #include "nlb/core.hpp"
-#include "nlb/kernels/softmax.hpp"
 #include "nlb/ops/gemm.hpp"
 
 namespace nlb {
@@ -29,7 +28,8 @@ namespace nlb {
 ///   Y = C w_out + b_out [T, d].
 /// Per head the logits are one causal GEMM of fused features
 ///   [−X D_h | X U_h | X V_h] / sqrt(d_h)  times  [X | X V_h | −X U_h]ᵀ
-/// (inner size d + Rank): the diagonal filter is full rank, so a head's scores cost
+/// (inner size d + Rank), run in tiles with a streamed softmax (detail::tiled_causal_attention,
+/// no [T, S] score matrix): the diagonal filter is full rank, so a head's scores cost
 /// T²·(d + Rank)/2 multiply-adds, against T²·d_h/2 for a dense head; the value and output
 /// projections cost 4·T·d² FLOPs.
 /// KV cache (ours): the cache's "keys" rows hold the raw input rows x_j, its "values" rows hold
@@ -58,13 +58,13 @@ class SDAttention {
   /// positions, a call with T rows and at most S positions allocates nothing (the key features
   /// and scores grow with the KV cache, so they are grow-only storage used through views).
   struct Workspace {
-    Activations<Scalar> values;    // [T, d]
-    RowMatrix<Scalar> lq;          // [T, d + Rank]: one head's query-side features
-    ScratchMatrix<Scalar> lk;      // [S, d + Rank]: key-side features (the keys, then routing)
-    ScratchMatrix<Scalar> scores;  // [T, S] for one head
-    Activations<Scalar> context;   // [T, d]
-    GemmScratch<Scalar> gemm;      // packing buffers of the projections and P V
-    typename RoutingT::FeatureWorkspace features;  // the routing's key features
+    Activations<Scalar> values;  // [T, d]
+    RowMatrix<Scalar> lq;        // [T, d + Rank]: one head's query-side features
+    ScratchMatrix<Scalar> lk;    // [S, d + Rank]: key-side features (the keys, then routing)
+    detail::TiledAttentionScratch<Scalar> attention;  // one score tile, its running softmax
+    Activations<Scalar> context;                      // [T, d]
+    GemmScratch<Scalar> gemm;                         // packing buffers of the projections and P V
+    typename RoutingT::FeatureWorkspace features;     // the routing's key features
   };
 
   SDAttention() = default;
@@ -141,13 +141,11 @@ class SDAttention {
     ws.lq.resize(rows, d + max_rank_);
     if (cache) {  // once: S grows with every decoded token
       ws.lk.reserve(cache->capacity() * (d + max_rank_));
-      ws.scores.reserve(rows * cache->capacity());
       for (const auto& routing : routing_)
         routing.reserve(ws.features, cache->capacity());
     }
     auto lk = ws.lk.view(span, d + max_rank_);
     lk.leftCols(d) = keys;  // the filter's key side, shared by every head
-    auto scores = ws.scores.view(rows, span);
     ws.context.resize(rows, d);
     for (Index h = 0; h < heads(); ++h) {
       const auto& routing = routing_[static_cast<std::size_t>(h)];
@@ -158,11 +156,9 @@ class SDAttention {
       routing.query_features(X, ws.lq.middleCols(d, r));
       ws.lq.middleCols(d, r) *= scale;
       routing.key_features(keys, lk.middleCols(d, r), ws.features);
-      detail::causal_product<T>(ws.lq.leftCols(width), lk.leftCols(width), scores, past);
-      for (Index t = 0; t < rows; ++t)
-        kernels::softmax(Backend{}, scores.row(t).data(), span, past + t + 1);
-      ops::gemm(Backend{}, ws.context.middleCols(h * dh, dh), scores, values.middleCols(h * dh, dh),
-                ws.gemm);
+      detail::tiled_causal_attention<Backend, T>(
+          Backend{}, ws.lq.leftCols(width), lk.leftCols(width), values.middleCols(h * dh, dh), T(1),
+          past, ws.context.middleCols(h * dh, dh), ws.attention, ws.gemm);
     }
     ops::gemm_bias(Backend{}, Y, ws.context, w_out_, b_out_, ws.gemm);
   }

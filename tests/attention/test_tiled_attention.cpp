@@ -1,0 +1,132 @@
+// Causal attention in tiles with a streamed softmax (nlb/attention/detail/tiled_attention.hpp)
+// against the definition evaluated directly in long double: every score of a row, its maximum,
+// the normalised weights, then P·V. Tile sizes from one row up to larger than the problem,
+// queries after a cached prefix (past > 0), feature and value widths that differ, logits that
+// grow along the keys (so a row's maximum moves in every tile and the rescaling is exercised),
+// both backends, float and double. Then DenseAttention with more positions than one tile holds,
+// against a whole-sequence forward split into decoding steps through the KV cache.
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+
+#include "nlb/attention/dense_attention.hpp"
+#include "nlb/attention/detail/tiled_attention.hpp"
+#include "random_mlp.hpp"
+#include "tolerances.hpp"
+
+namespace {
+
+using nlb::Index;
+using nlb::RowMatrix;
+using LMatrix = Eigen::Matrix<long double, Eigen::Dynamic, Eigen::Dynamic>;
+namespace tol = nlb::test::tol;
+
+/// softmax_j≤past+i(scale · q_i · k_j) v, row by row, in long double.
+template <class T>
+LMatrix reference(const RowMatrix<T>& q, const RowMatrix<T>& k, const RowMatrix<T>& v, T scale,
+                  Index past) {
+  const LMatrix lq = q.template cast<long double>(), lk = k.template cast<long double>(),
+                lv = v.template cast<long double>();
+  LMatrix out = LMatrix::Zero(q.rows(), v.cols());
+  for (Index i = 0; i < q.rows(); ++i) {
+    const Index seen = past + i + 1;
+    Eigen::Matrix<long double, Eigen::Dynamic, 1> s =
+        static_cast<long double>(scale) * (lk.topRows(seen) * lq.row(i).transpose());
+    s = (s.array() - s.maxCoeff()).exp();
+    out.row(i) = (s.transpose() * lv.topRows(seen)) / s.sum();
+  }
+  return out;
+}
+
+template <class A>
+double relative_to_max(const A& a, const LMatrix& b) {
+  return static_cast<double>((a.template cast<long double>() - b).cwiseAbs().maxCoeff() /
+                             b.cwiseAbs().maxCoeff());
+}
+
+struct Case {
+  Index rows, past, width, value_width;
+  nlb::detail::AttentionTiles tiles;
+  bool growing;  // logits that grow along the keys
+};
+
+template <class T, class Backend>
+void check_cases(double bound, const std::string& label) {
+  const Case cases[] = {
+      {1, 0, 4, 3, {64, 256}, false},     // one query, one key
+      {1, 40, 8, 5, {64, 16}, true},      // a decoding step over three key tiles
+      {7, 0, 6, 6, {2, 3}, false},        // tiles smaller than the problem in both directions
+      {33, 5, 9, 4, {4, 8}, true},        // past > 0, ragged last tiles
+      {50, 0, 16, 16, {1, 1}, true},      // one score per tile: a rescale at every key
+      {64, 0, 64, 64, {64, 256}, false},  // exactly one tile
+      {200, 57, 12, 7, {64, 256}, true},  // the default tiles, several query tiles
+      {30, 0, 5, 5, {100, 100}, false},   // tiles larger than the problem
+  };
+  double worst = 0;
+  std::string where = "(none)";
+  nlb::detail::TiledAttentionScratch<T> scratch;  // reused across shapes and tile sizes
+  nlb::GemmScratch<T> gemm;
+  std::uint64_t seed = 500;
+  for (const Case& c : cases) {
+    const Index span = c.past + c.rows;
+    RowMatrix<T> q = nlb::test::normal_matrix<T>(c.rows, c.width, 1.0, ++seed);
+    RowMatrix<T> k = nlb::test::normal_matrix<T>(span, c.width, 1.0, ++seed);
+    const RowMatrix<T> v = nlb::test::normal_matrix<T>(span, c.value_width, 1.0, ++seed);
+    if (c.growing) {  // key j's logits with a positive query grow like j / 4
+      q = q.cwiseAbs();
+      for (Index j = 0; j < span; ++j)
+        k.row(j) = k.row(j).cwiseAbs() * static_cast<T>(1.0 + static_cast<double>(j) / 4.0);
+    }
+    const T scale = T(1) / std::sqrt(static_cast<T>(c.width));
+    RowMatrix<T> out(c.rows, c.value_width);
+    nlb::detail::tiled_causal_attention<Backend, T>(Backend{}, q, k, v, scale, c.past, out, scratch,
+                                                    gemm, c.tiles);
+    const double err = relative_to_max(out, reference(q, k, v, scale, c.past));
+    const std::string name =
+        label + " T=" + std::to_string(c.rows) + " past=" + std::to_string(c.past) +
+        " tiles=" + std::to_string(c.tiles.queries) + "x" + std::to_string(c.tiles.keys);
+    BOOST_TEST(err <= bound,
+               name << ": error " << err << " relative to max (allowed " << bound << ")");
+    if (err > worst) {
+      worst = err;
+      where = name;
+    }
+  }
+  BOOST_TEST_MESSAGE(label << ": worst error relative to max " << worst << " at " << where);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(tiles_match_the_direct_definition) {
+  check_cases<double, nlb::backend::scalar>(tol::attention_double_rel, "scalar double");
+  check_cases<double, nlb::backend::cpu>(tol::attention_double_rel, "cpu double");
+  check_cases<float, nlb::backend::scalar>(tol::attention_float_rel, "scalar float");
+  check_cases<float, nlb::backend::cpu>(tol::attention_float_rel, "cpu float");
+}
+
+BOOST_AUTO_TEST_CASE(dense_attention_beyond_one_tile_decodes_as_it_runs_whole) {
+  // 300 positions: five query tiles and two key tiles of the defaults. The sequence runs once
+  // whole, then as a 170-token prompt followed by 130 single-token steps through the cache.
+  const Index d = 32, heads = 4, rows = 300;
+  using nlb::test::normal_matrix;
+  const nlb::DenseAttention<double> attn(
+      {normal_matrix<double>(d, 3 * d, 0.3, 71), normal_matrix<double>(1, 3 * d, 0.1, 72),
+       normal_matrix<double>(d, d, 0.3, 73), normal_matrix<double>(1, d, 0.1, 74)},
+      heads, 8);
+  const auto x = normal_matrix<double>(rows, d, 1.0, 75);
+  nlb::Activations<double> full(rows, d), stepped(rows, d);
+  nlb::DenseAttention<double>::Workspace ws;
+  attn.forward(x, full, ws);
+  nlb::KVCacheLayer<double> cache(rows, d);
+  nlb::Activations<double> part;
+  for (Index t0 = 0; t0 < rows;) {
+    const Index n = t0 == 0 ? 170 : 1;
+    part.resize(n, d);
+    attn.forward(x.middleRows(t0, n), part, ws, &cache);
+    stepped.middleRows(t0, n) = part;
+    t0 += n;
+  }
+  const double err = (stepped - full).cwiseAbs().maxCoeff() / full.cwiseAbs().maxCoeff();
+  BOOST_TEST_MESSAGE("decoded vs whole, 300 positions: " << err);
+  BOOST_TEST(err <= tol::attention_cache_double_rel);
+}
