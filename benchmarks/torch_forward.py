@@ -19,16 +19,7 @@ import statistics
 import sys
 import time
 
-def _threads_from_argv():
-    for i, a in enumerate(sys.argv):
-        if a == "--threads" and i + 1 < len(sys.argv):
-            return sys.argv[i + 1]
-    return "1"
-
-
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = _threads_from_argv()
-
+import torch_threads  # noqa: F401  (before torch: pins the BLAS threads)
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "python"))

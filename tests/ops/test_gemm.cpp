@@ -3,7 +3,8 @@
 // outer strides, scalar factors, accumulation, the fused bias, and the shapes that go to Eigen
 // (vectors, tiny and empty products). The error is held to the summation bound of the
 // tolerance table, which any correct order meets and a wrong operand, stride or transpose
-// misses by orders of magnitude.
+// misses by orders of magnitude. Vector results split over OpenMP threads (set_gemm_threads
+// above 1, decoding's GEMVs) against the same loop.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -192,4 +193,44 @@ BOOST_AUTO_TEST_CASE(default_backend_uses_the_configured_provider) {
 #else
   BOOST_TEST(std::string(nlb::gemm_provider::name<nlb::backend::cpu::gemm>()) == "eigen");
 #endif
+}
+
+#if defined(_OPENMP)
+constexpr bool kBuiltWithOpenMP = true;
+#else
+constexpr bool kBuiltWithOpenMP = false;
+#endif
+
+// Skipped in a build without OpenMP (the split does not exist there).
+BOOST_AUTO_TEST_CASE(vector_products_split_over_threads,
+                     *boost::unit_test::enable_if<kBuiltWithOpenMP>()) {
+  using Backend = nlb::backend::cpu;
+  nlb::ops::set_gemm_threads(Backend{}, 2);
+  nlb::GemmScratch<float> scratch;
+  struct Shape {
+    Index m, k, n;
+  };
+  // Decoding's row products (QKV, MLP down), ragged splits, a column result, one under the
+  // threshold of work.
+  const Shape shapes[] = {
+      {1, 768, 2304}, {1, 3072, 768}, {1, 700, 1001}, {999, 300, 1}, {1, 20, 700}};
+  std::uint64_t seed = 900;
+  for (const auto [m, k, n] : shapes) {
+    const std::string shape = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+    const Eigen::MatrixXd a = rounded<float>(nlb::test::gaussian(m, k, ++seed));
+    const Eigen::MatrixXd b = rounded<float>(nlb::test::gaussian(k, n, ++seed));
+    const Eigen::MatrixXd c0 = rounded<float>(nlb::test::gaussian(m, n, ++seed));
+    const Reference plain = triple_loop(a, b, Eigen::MatrixXd::Zero(m, n));
+    const RowM<float> a_row = a.cast<float>(), b_row = b.cast<float>();
+    const RowM<float> bt_row = b.transpose().cast<float>();  // the unembedding's layout
+    RowM<float> c_row(m, n);
+    nlb::ops::gemm(Backend{}, c_row, a_row, b_row, scratch);
+    check_within_bound<float>(c_row, plain, k, shape + " threads row · row");
+    nlb::ops::gemm(Backend{}, c_row, a_row, bt_row.transpose(), scratch);
+    check_within_bound<float>(c_row, plain, k, shape + " threads row · rowᵀ");
+    c_row = c0.cast<float>();
+    nlb::ops::gemm(Backend{}, c_row, a_row, b_row, scratch, /*accumulate=*/true);
+    check_within_bound<float>(c_row, triple_loop(a, b, c0), k, shape + " threads accumulate");
+  }
+  nlb::ops::set_gemm_threads(Backend{}, 1);
 }

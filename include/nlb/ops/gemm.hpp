@@ -11,12 +11,20 @@
 //   coefficient by coefficient, empty ones, operands whose strides BLAS cannot take, and every
 //   product when the library found no kernels for this CPU newer than the build's ISA (see
 //   provider_usable in ops/detail/: OpenBLAS 0.3.21 runs SSE3 kernels on CPUs it does not know).
+// Vector results (batch-1 decoding's products) can be split by output entries over threads:
+// set_gemm_threads(backend, n) with n > 1, in a program built with OpenMP (otherwise they run on
+// the calling thread), for products of at least parallel_vector_min_work multiply-adds.
 // Results of different providers differ by rounding only (summation order); the tests hold
 // every provider to the same tolerance table (docs/testing.md).
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
+#include <atomic>
 #include <type_traits>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include "nlb/core/backend.hpp"
 #include "nlb/core/gemm_provider.hpp"
@@ -70,6 +78,56 @@ bool try_blas_gemm(Dst& dst, const Lhs& a_lhs, const Rhs& a_rhs, bool accumulate
   }
 }
 
+/// Threads a vector result is split over (set_gemm_threads); process-wide.
+inline std::atomic<int>& vector_product_threads() {
+  static std::atomic<int> threads{1};
+  return threads;
+}
+
+/// Vector products below this many multiply-adds stay on the calling thread: waking a thread
+/// costs about a microsecond, as much as 2^16 multiply-adds take from L2.
+inline constexpr Index parallel_vector_min_work = Index{1} << 16;
+
+// dst (+)= lhs · rhs for a one-row or one-column dst, split into contiguous ranges of output
+// entries, one per OpenMP thread, each range a multiple of 16 entries (64 bytes of float) so no
+// two threads write one cache line. Every entry is the same dot product as on one thread. False
+// (nothing done) when it should run on the calling thread.
+template <class Dst, class Lhs, class Rhs>
+bool try_parallel_vector_product(Dst& dst, const Lhs& lhs, const Rhs& rhs, bool accumulate) {
+#if defined(_OPENMP)
+  const int threads = vector_product_threads().load(std::memory_order_relaxed);
+  const bool row = dst.rows() == 1;
+  const Index n = dst.size();
+  if (threads <= 1 || !(row || dst.cols() == 1) || n < 32 * threads ||
+      lhs.cols() * n < parallel_vector_min_work || omp_in_parallel())
+    return false;
+#pragma omp parallel num_threads(threads)
+  {
+    const Index team = omp_get_num_threads(), part = omp_get_thread_num();
+    const Index chunk = (n / team + 15) / 16 * 16;
+    const Index begin = std::min(n, part * chunk);
+    const Index end = part + 1 == team ? n : std::min(n, begin + chunk);
+    if (end > begin && row) {
+      auto out = dst.middleCols(begin, end - begin);
+      if (accumulate)
+        out.noalias() += lhs * rhs.middleCols(begin, end - begin);
+      else
+        out.noalias() = lhs * rhs.middleCols(begin, end - begin);
+    } else if (end > begin) {
+      auto out = dst.middleRows(begin, end - begin);
+      if (accumulate)
+        out.noalias() += lhs.middleRows(begin, end - begin) * rhs;
+      else
+        out.noalias() = lhs.middleRows(begin, end - begin) * rhs;
+    }
+  }
+  return true;
+#else
+  (void)dst, (void)lhs, (void)rhs, (void)accumulate;
+  return false;
+#endif
+}
+
 }  // namespace detail
 
 /// dst = lhs · rhs, or dst += lhs · rhs with `accumulate`, by Backend's GEMM provider.
@@ -90,6 +148,8 @@ void gemm(Backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs, const Eigen::Ma
     if (detail::try_blas_gemm<Provider>(dst, lhs.derived(), rhs.derived(), accumulate))
       return;
   }
+  if (detail::try_parallel_vector_product(dst, lhs.derived(), rhs.derived(), accumulate))
+    return;
   nlb::gemm(dst, lhs, rhs, scratch, accumulate);
 }
 
@@ -124,12 +184,15 @@ bool gemm_provider_in_use(Backend) {
 }
 
 /// Sets how many threads Backend's GEMM provider uses for one product (OpenBLAS's and BLIS's
-/// thread pools, Eigen's OpenMP threads when the program is built with OpenMP). Process-wide.
+/// thread pools, Eigen's OpenMP threads when the program is built with OpenMP), and how many
+/// OpenMP threads a vector result is split over (every provider; with OpenMP only).
+/// Process-wide.
 template <class Backend>
 void set_gemm_threads(Backend, int threads) {
   using Provider = typename Backend::gemm;
   static_assert(gemm_provider::is_available<Provider>,
                 "ops::set_gemm_threads: this GEMM provider's library is not part of the build");
+  detail::vector_product_threads().store(std::max(1, threads), std::memory_order_relaxed);
   if constexpr (std::is_same_v<Provider, gemm_provider::eigen>)
     Eigen::setNbThreads(threads);
   else

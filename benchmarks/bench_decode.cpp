@@ -1,0 +1,317 @@
+// Batch-1 generation with the KV cache (GPT-2 small, random weights), against the machine's read
+// bandwidth measured in the same program. benchmarks/torch_decode.py runs the same loop in PyTorch.
+//
+//   build/release/benchmarks/bench_decode --benchmark_repetitions=3
+//       --benchmark_report_aggregates_only=true   (one command line)
+//
+// BM_read_bandwidth/threads/MiB  the sum of a float array, split among `threads` std::threads:
+//                               512 MiB (about one decoding step's reads, re-read as decoding
+//                               re-reads its weights) and 2 GiB (8x this machine's 260 MiB L3).
+// BM_decode/prompt/new/threads  the prompt's tokens prefilled (not timed), then `new` steps of one
+//                               token each (timed: the forward through the cache and the logits).
+//                               threads = ops::set_gemm_threads: the GEMM provider's threads and
+//                               the split of the one-row products (GEMV) by output columns.
+// Counters of BM_decode: tokens_per_second; bytes_per_token, what one step must read: every
+// block's weights, the final LayerNorm and the unembedding (F32), plus the KV cache rows (the
+// mean over the steps); bound_tokens_per_second = the bandwidth of re-reading a buffer of
+// bytes_per_token at that thread count / bytes_per_token (part of it may stay in the L3 between
+// passes, as part of the weights do between tokens); pct_of_bound = tokens_per_second /
+// bound_tokens_per_second; dram_bound_tokens_per_second the same with the 2 GiB buffer.
+//
+// BM_decode_dense/threads and BM_decode_gated/f/threads, side by side: prompt 16, 128 steps, the
+// same model with every layer's MLP gated (MlpVariant: a random d x d surrogate and a hyperplane
+// gate calibrated to route a fraction f% of N(0, 1) rows linear; the layer-normed inputs the gates
+// see are distributed alike, and the fraction measured while decoding is reported). A token routed
+// linear reads the d² surrogate instead of the MLP's 8d² weights: predicted_speedup = dense bytes
+// per token / gated bytes per token at the measured fraction (every gate read too).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gpt2_small_model.hpp"
+#include "nlb/analysis/mlp_variants.hpp"
+#include "nlb/core/aligned_buffer.hpp"
+#include "nlb/model/load_model.hpp"
+#include "nlb/ops/gemm.hpp"
+#include "random_matrix.hpp"
+
+namespace {
+
+using Backend = nlb::backend::cpu;
+using nlb::Index;
+
+constexpr std::size_t kBandwidthFloats = std::size_t{1} << 29;  // 2 GiB
+
+const nlb::AlignedBuffer<float>& bandwidth_buffer() {
+  static const nlb::AlignedBuffer<float> buffer = [] {
+    nlb::AlignedBuffer<float> b(kBandwidthFloats);
+    std::fill(b.data(), b.data() + b.size(), 1.0f);  // touched: no page faults timed
+    return b;
+  }();
+  return buffer;
+}
+
+// Sum of n floats as `kStreams` sequential streams read side by side (a GEMV reads several
+// weight rows at once; one stream alone leaves a core's memory parallelism unused).
+constexpr int kStreams = 16;
+float sum_streams(const float* p, std::size_t n) {
+  const std::size_t len = n / kStreams / 64 * 64;
+  Eigen::Array<float, 16, kStreams> acc = Eigen::Array<float, 16, kStreams>::Zero();
+  for (std::size_t i = 0; i < len; i += 16) {
+    for (int s = 0; s < kStreams; ++s)
+      acc.col(s) += Eigen::Map<const Eigen::Array<float, 16, 1>, Eigen::Aligned64>(
+          p + static_cast<std::size_t>(s) * len + i);
+  }
+  float total = acc.sum();
+  for (std::size_t i = len * kStreams; i < n; ++i)
+    total += p[i];
+  return total;
+}
+
+// Reads the first `floats` of the buffer once with `threads` threads, each summing a contiguous
+// part.
+float read_once(int threads, std::size_t floats) {
+  const auto& buffer = bandwidth_buffer();
+  std::vector<float> sums(static_cast<std::size_t>(threads));
+  std::vector<std::thread> workers;
+  const std::size_t part = floats / static_cast<std::size_t>(threads);
+  auto sum_part = [&](int t) {
+    const float* p = buffer.data() + part * static_cast<std::size_t>(t);
+    sums[static_cast<std::size_t>(t)] = sum_streams(p, part);
+  };
+  for (int t = 1; t < threads; ++t)
+    workers.emplace_back(sum_part, t);
+  sum_part(0);
+  for (auto& w : workers)
+    w.join();
+  float total = 0;
+  for (float s : sums)
+    total += s;
+  return total;
+}
+
+// Bytes per second of reading `bytes` again and again with `threads` threads (what a decoding
+// step does with its weights): the best of 5 passes after one warm-up, measured once.
+double read_bandwidth(int threads, double bytes) {
+  static std::map<std::pair<int, std::size_t>, double> measured;
+  const std::size_t floats =
+      std::min(kBandwidthFloats, static_cast<std::size_t>(bytes / sizeof(float)) / 64 * 64);
+  const auto key = std::make_pair(threads, floats);
+  if (auto it = measured.find(key); it != measured.end())
+    return it->second;
+  double best = 0;
+  read_once(threads, floats);  // warm
+  for (int pass = 0; pass < 5; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(read_once(threads, floats));
+    const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
+    best = std::max(best, static_cast<double>(floats * sizeof(float)) / s.count());
+  }
+  return measured[key] = best;
+}
+
+void BM_read_bandwidth(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const std::size_t floats = static_cast<std::size_t>(state.range(1)) << 18;  // MiB
+  read_once(threads, floats);  // first touch of the buffer, not timed
+  for (auto _ : state)
+    benchmark::DoNotOptimize(read_once(threads, floats));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(floats * sizeof(float)));
+}
+
+// Bytes one decoding step at `span` cached positions reads (F32 weights).
+double step_bytes(const nlb::ModelConfig& c, double span) {
+  const double d = static_cast<double>(c.d_model), layers = static_cast<double>(c.n_layers);
+  // Per block: w_qkv 3d², w_out d², the MLP's 8d², their 9d biases and two LayerNorms' 4d.
+  const double block = 12 * d * d + 13 * d;
+  const double head = static_cast<double>(c.vocab_size) * d + 2 * d;  // unembedding, ln_f
+  const double cache = layers * 2 * span * d;                         // keys and values
+  return 4 * (layers * block + head + cache);
+}
+
+using Model = nlb::Transformer<float, Backend>;
+
+const Model& decode_model() {
+  static const Model model = nlb::load_model<float, Backend>(nlb::bench::gpt2_small_dir());
+  return model;
+}
+
+void BM_decode(benchmark::State& state) {
+  const Model& model = decode_model();
+  const Index prompt = state.range(0), steps = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  nlb::ops::set_gemm_threads(Backend{}, threads);
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(prompt + steps));
+  std::mt19937 rng(3);
+  for (auto& t : tokens)
+    t = static_cast<std::int32_t>(rng() % 50257);
+  auto cache = model.make_cache();
+  Model::Workspace ws;
+  nlb::RowMatrix<float> logits;
+  const std::span<const std::int32_t> all(tokens);
+  double seconds = 0;
+  for (auto _ : state) {
+    cache.clear();
+    model.forward(all.first(static_cast<std::size_t>(prompt)), logits, ws, {}, &cache);
+    const auto start = std::chrono::steady_clock::now();
+    for (Index i = prompt; i < prompt + steps; ++i)
+      model.forward(all.subspan(static_cast<std::size_t>(i), 1), logits, ws, {}, &cache);
+    benchmark::DoNotOptimize(logits.data());
+    const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
+    state.SetIterationTime(s.count());
+    seconds += s.count();
+  }
+  nlb::ops::set_gemm_threads(Backend{}, 1);
+  const double bytes =
+      step_bytes(model.config(), static_cast<double>(prompt) + static_cast<double>(steps + 1) / 2);
+  const double bandwidth = read_bandwidth(threads, bytes);
+  const double dram =
+      read_bandwidth(threads, static_cast<double>(kBandwidthFloats * sizeof(float)));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * steps);
+  const double tokens_per_second =
+      static_cast<double>(steps) * static_cast<double>(state.iterations()) / seconds;
+  state.counters["tokens_per_second"] = tokens_per_second;
+  state.counters["bytes_per_token"] = bytes;
+  state.counters["bound_tokens_per_second"] = bandwidth / bytes;
+  state.counters["pct_of_bound"] = 100 * tokens_per_second * bytes / bandwidth;
+  state.counters["read_GBps"] = bandwidth / 1e9;
+  state.counters["dram_bound_tokens_per_second"] = dram / bytes;
+  state.counters["threads"] = threads;
+}
+
+// Every layer's MLP replaced by a gated one routing about `fraction` of its rows linear.
+struct GatedLayers {
+  using Variant = nlb::MlpVariant<float, Backend>;
+  std::vector<Variant::Surrogate> surrogates;
+  Variant variant;
+
+  GatedLayers(Index layers, Index d, double fraction) {
+    surrogates.reserve(static_cast<std::size_t>(layers));
+    const nlb::Activations<float> calibration = nlb::bench::random_matrix(4096, d, 1.0f, 40);
+    for (Index l = 0; l < layers; ++l) {
+      const auto seed = static_cast<std::uint64_t>(41 + 3 * l);
+      surrogates.emplace_back(nlb::bench::random_matrix(d, d, 0.03f, seed),
+                              nlb::bench::random_matrix(1, d, 0.1f, seed + 1));
+      Variant::Gate gate(
+          nlb::ColVector<float>(nlb::bench::random_matrix(d, 1, 1.0f, seed + 2).col(0)), 0.0f);
+      gate.calibrate_linear_fraction(calibration, fraction);
+      variant.add_gated(l, surrogates.back(), gate);
+    }
+  }
+};
+
+// Seconds of `steps` single-token steps after a `prompt`-token prefill, through `overrides`
+// (empty: the dense model); `counts` receives the rows each layer routed.
+double decode_seconds(const Model& model, std::span<const std::int32_t> tokens, Index prompt,
+                      Index steps, std::span<const nlb::LayerOverride<float, Backend>> overrides,
+                      std::span<nlb::RouteCounts> counts, nlb::KVCache<float>& cache,
+                      Model::Workspace& ws, nlb::RowMatrix<float>& logits) {
+  cache.clear();
+  model.embed(tokens.first(static_cast<std::size_t>(prompt)), ws.x);
+  model.run_layers(ws.x, 0, model.layer_count(), ws, overrides, &cache);
+  const auto start = std::chrono::steady_clock::now();
+  for (Index i = prompt; i < prompt + steps; ++i) {
+    model.embed(tokens.subspan(static_cast<std::size_t>(i), 1), ws.x, i);
+    model.run_layers(ws.x, 0, model.layer_count(), ws, overrides, &cache, nlb::NoTaps{}, counts);
+    model.head(ws.x, logits, ws);
+  }
+  benchmark::DoNotOptimize(logits.data());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+constexpr Index kPrompt = 16, kSteps = 128;
+
+void decode_side_by_side(benchmark::State& state, double fraction, int threads) {
+  const Model& model = decode_model();
+  const auto& c = model.config();
+  const Index layers = model.layer_count(), d = c.d_model;
+  std::optional<GatedLayers> gated;
+  if (fraction >= 0)
+    gated.emplace(layers, d, fraction);
+  const auto overrides =
+      gated ? gated->variant.overrides(layers) : std::vector<nlb::LayerOverride<float, Backend>>{};
+  std::vector<nlb::RouteCounts> counts(static_cast<std::size_t>(layers));
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(kPrompt + kSteps));
+  std::mt19937 rng(3);
+  for (auto& t : tokens)
+    t = static_cast<std::int32_t>(rng() % 50257);
+  nlb::ops::set_gemm_threads(Backend{}, threads);
+  auto cache = model.make_cache();
+  Model::Workspace ws;
+  nlb::RowMatrix<float> logits;
+  double seconds = 0;
+  for (auto _ : state) {
+    const double s =
+        decode_seconds(model, tokens, kPrompt, kSteps, overrides, counts, cache, ws, logits);
+    state.SetIterationTime(s);
+    seconds += s;
+  }
+  nlb::ops::set_gemm_threads(Backend{}, 1);
+  const double span = static_cast<double>(kPrompt) + static_cast<double>(kSteps + 1) / 2;
+  const double dense_bytes = step_bytes(c, span);
+  double linear = 0, rows = 0;
+  for (const auto& r : counts) {
+    linear += static_cast<double>(r.linear);
+    rows += static_cast<double>(r.linear + r.full);
+  }
+  const double f = rows > 0 ? linear / rows : 0;
+  const double dd = static_cast<double>(d), ll = static_cast<double>(layers);
+  // Per layer and token: the gate (d + 1) always, then the surrogate (d² + d) instead of the
+  // MLP (8d² + 5d) for a fraction f of the tokens.
+  const double gated_bytes =
+      gated ? dense_bytes + 4 * ll * ((dd + 1) + f * ((dd * dd + dd) - (8 * dd * dd + 5 * dd)))
+            : dense_bytes;
+  state.counters["tokens_per_second"] =
+      static_cast<double>(kSteps) * static_cast<double>(state.iterations()) / seconds;
+  state.counters["linear_fraction"] = f;
+  state.counters["predicted_speedup"] = dense_bytes / gated_bytes;
+  state.counters["threads"] = threads;
+}
+
+void BM_decode_dense(benchmark::State& state) {
+  decode_side_by_side(state, -1, static_cast<int>(state.range(0)));
+}
+
+void BM_decode_gated(benchmark::State& state) {
+  decode_side_by_side(state, static_cast<double>(state.range(0)) / 100.0,
+                      static_cast<int>(state.range(1)));
+}
+
+}  // namespace
+
+// A buffer of one decoding step's reads (512 MiB) and one 8x the L3 (2 GiB).
+BENCHMARK(BM_read_bandwidth)
+    ->ArgsProduct({{1, 2}, {512, 2048}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+// prompt 16 + 128 new tokens, and the last 128 positions of a 1024-token context.
+BENCHMARK(BM_decode)
+    ->Args({16, 128, 1})
+    ->Args({16, 128, 2})
+    ->Args({896, 128, 1})
+    ->Args({896, 128, 2})
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decode_dense)
+    ->Arg(1)
+    ->Arg(2)
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decode_gated)
+    ->ArgsProduct({{25, 50, 75}, {1, 2}})
+    ->Iterations(3)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
