@@ -128,7 +128,8 @@ std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources
       {"no_fly_delta", p.no_fly_delta},
       {"no_fly_min_count", p.no_fly_min_count},
       {"timing_windows", std::min(p.timing_windows, r.eval.windows)},
-      {"timing_repetitions", p.timing_repetitions}};
+      {"timing_repetitions", p.timing_repetitions},
+      {"decode_steps", std::min(p.decode_steps, p.context)}};
   out["baseline_ppl"] = num(r.eval.baseline_ppl);
   out["label_baseline_ppl"] = num(r.label.baseline_ppl);
   out["cross_baseline_ppl"] = num(r.no_fly.cross_baseline_ppl);
@@ -182,6 +183,7 @@ std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources
     const auto& j = r.eval.joint[b];
     const auto& s = r.label.joint[b];
     const auto& t = r.forward_timing[b];
+    const auto& dt = r.decode_timing[b];
     json thresholds = json::array();
     for (double v : s.thresholds)
       thresholds.push_back(num(v));
@@ -201,7 +203,11 @@ std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources
                      {"time_saved_pct", num(t.saved_pct)},
                      {"time_dense_ms", num(t.dense_ms)},
                      {"time_gated_ms", num(t.gated_ms)},
-                     {"time_gated_linear_fraction", num(t.gated_linear_fraction)}});
+                     {"time_gated_linear_fraction", num(t.gated_linear_fraction)},
+                     {"decode_time_saved_pct", num(dt.saved_pct)},
+                     {"decode_time_dense_ms", num(dt.dense_ms)},
+                     {"decode_time_gated_ms", num(dt.gated_ms)},
+                     {"decode_time_gated_linear_fraction", num(dt.gated_linear_fraction)}});
   }
   out["joint"] = joint;
   json path = json::array();
@@ -355,19 +361,25 @@ std::string budget_report_markdown(const BudgetReport<float>& r, const BudgetSou
      << " label passes). Eval Δ% is measured with every gate on. FLOPs: PAPERS §A5. Time: "
         "median of "
      << p.timing_repetitions << " alternating repetitions over "
-     << std::min(p.timing_windows, r.eval.windows) << " eval windows, this machine, this run.\n\n"
+     << std::min(p.timing_windows, r.eval.windows)
+     << " eval windows (prefill), and of decoding the first " << std::min(p.decode_steps, p.context)
+     << " eval tokens one at a time through the KV cache (decode), this machine, this run.\n\n"
      << "| budget | label Δ% | eval Δ% [95% CI] | % MLP rows linear | FLOPs saved (MLPs) | FLOPs "
-        "saved (forward) | time dense ms | time gated ms | time saved |\n"
-        "|---|---|---|---|---|---|---|---|---|\n";
+        "saved (forward) | prefill dense ms | prefill gated ms | prefill time saved | decode "
+        "dense ms | decode gated ms | decode time saved |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (std::size_t b = 0; b < r.eval.joint.size(); ++b) {
     const auto& j = r.eval.joint[b];
     const auto& t = r.forward_timing[b];
+    const auto& dt = r.decode_timing[b];
     md << "| " << fmt("%g", j.budget_pct) << "% | "
        << fmt("%+.2f", r.label.joint[b].label_delta_pct) << " | " << fmt("%+.2f", j.delta_pct.value)
        << " [" << fmt("%+.2f", j.delta_pct.low) << ", " << fmt("%+.2f", j.delta_pct.high) << "] | "
        << fmt("%.1f", 100 * j.linear_fraction) << " | " << fmt("%.1f", j.flops.mlp_pct) << "% | "
        << fmt("%.1f", j.flops.forward_pct) << "% | " << fmt("%.2f", t.dense_ms) << " | "
-       << fmt("%.2f", t.gated_ms) << " | " << fmt("%+.1f", t.saved_pct) << "% |\n";
+       << fmt("%.2f", t.gated_ms) << " | " << fmt("%+.1f", t.saved_pct) << "% | "
+       << fmt("%.2f", dt.dense_ms) << " | " << fmt("%.2f", dt.gated_ms) << " | "
+       << fmt("%+.1f", dt.saved_pct) << "% |\n";
   }
   md << "\nPer-layer eval linear fractions (%):\n\n| budget |";
   for (Index l = 0; l < layers; ++l)
@@ -423,7 +435,8 @@ std::string budget_report_markdown(const BudgetReport<float>& r, const BudgetSou
        << " (" << (j.delta_pct.value <= j.budget_pct ? "within" : "over")
        << " the budget on held-out text), " << fmt("%.1f", 100 * j.linear_fraction)
        << "% of MLP rows linear, " << fmt("%.1f", j.flops.forward_pct)
-       << "% of forward FLOPs saved, measured time saved " << fmt("%+.1f", t.saved_pct) << "%.\n";
+       << "% of forward FLOPs saved, measured time saved " << fmt("%+.1f", t.saved_pct)
+       << "% (prefill) and " << fmt("%+.1f", r.decode_timing[b].saved_pct) << "% (decode).\n";
   }
   md << "\nStage times (s):";
   for (const auto& [name, seconds] : r.timing)

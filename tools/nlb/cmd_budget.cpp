@@ -181,9 +181,9 @@ int run_budget(const std::vector<std::string>& argv) {
       const auto& j = report.eval.joint[b];
       std::printf(
           "budget %g%%: joint eval %+.2f%%, %.1f%% of MLP rows linear, FLOPs saved %.1f%% "
-          "(forward), time saved %+.1f%%\n",
+          "(forward), time saved %+.1f%% (prefill), %+.1f%% (decode)\n",
           j.budget_pct, j.delta_pct.value, 100 * j.linear_fraction, j.flops.forward_pct,
-          report.forward_timing[b].saved_pct);
+          report.forward_timing[b].saved_pct, report.decode_timing[b].saved_pct);
     }
     std::printf("report written to %s/ (report.md, report.json, layers.csv, *.svg) in %.1f s\n",
                 out_dir.c_str(), total);

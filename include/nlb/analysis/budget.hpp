@@ -377,7 +377,8 @@ NoFlyStage run_no_fly(const Transformer<T, Backend>& model, const SurrogateFit<T
 
 // ---- the whole pipeline -----------------------------------------------------------------------
 
-/// Everything `nlb budget` reports. Fields under `timing` and `forward_timing` are wall-clock
+/// Everything `nlb budget` reports. Fields under `timing`, `forward_timing` and `decode_timing`
+/// are wall-clock
 /// measurements (not deterministic); everything else is a function of the inputs and the seed.
 template <class T, class Backend = backend::cpu>
 struct BudgetReport {
@@ -387,7 +388,8 @@ struct BudgetReport {
   LabelStage<T, Backend> label;
   EvalStage eval;
   NoFlyStage no_fly;
-  std::vector<ForwardTiming> forward_timing;           // [budgets]
+  std::vector<ForwardTiming> forward_timing;           // [budgets] prefill: eval windows
+  std::vector<ForwardTiming> decode_timing;            // [budgets] batch-1 decoding
   std::vector<std::pair<std::string, double>> timing;  // (stage, seconds)
 };
 
@@ -432,13 +434,16 @@ BudgetReport<T, Backend> run_budget(
     return run_no_fly(model, rep.fit, eval_tokens, rep.eval, cross_tokens, protocol,
                       detail::counter_of(obs), names[3]);
   });
-  detail::budget_stage(obs, times, "timing: dense vs gated forward", [&] {
+  detail::budget_stage(obs, times, "timing: dense vs gated forward and decode", [&] {
     const auto gates = rep.label.plain_gates();
     const Index windows = std::min(protocol.timing_windows, rep.eval.windows);
     for (const auto& state : rep.label.joint) {
       const auto v = joint_variant(model, rep.fit.surrogates, gates, state);
       rep.forward_timing.push_back(time_forward(model, eval_tokens, windows, protocol.context, v,
                                                 protocol.timing_repetitions));
+      rep.decode_timing.push_back(time_decode(model, eval_tokens,
+                                              std::min(protocol.decode_steps, protocol.context), v,
+                                              protocol.timing_repetitions));
     }
   });
   return rep;

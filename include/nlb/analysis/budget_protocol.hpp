@@ -38,6 +38,9 @@ struct BudgetProtocol {
   Index no_fly_min_count = 10;   ///< ... over at least this many occurrences (PAPERS §A4)
   Index timing_windows = 32;     ///< eval windows per timed forward (dense vs gated)
   Index timing_repetitions = 7;  ///< alternating repetitions of each timed forward (median)
+  /// Tokens decoded one at a time through the KV cache per timed decode (dense vs gated): the
+  /// first min(decode_steps, context) eval tokens, at positions [0, that).
+  Index decode_steps = 64;
 
   /// Throws ArgumentError naming the setting, what was expected and what was found.
   void validate() const {
@@ -69,6 +72,8 @@ struct BudgetProtocol {
     if (timing_windows < 1 || timing_repetitions < 1)
       fail("timing_windows and timing_repetitions", "at least 1",
            std::to_string(timing_windows) + " and " + std::to_string(timing_repetitions));
+    if (decode_steps < 1)
+      fail("decode_steps", "at least 1", decode_steps);
   }
 
   /// Windows run for the fit set: ceil(fit_tokens / context).

@@ -242,19 +242,56 @@ inline FlopSaving flop_saving(const flops::TransformerShape& shape,
   return out;
 }
 
-/// Wall-clock of the dense against the gated forward, measured in one run.
+/// Wall-clock of the dense against the gated model, measured in one run: a forward over eval
+/// windows (time_forward) or batch-1 decoding through the KV cache (time_decode).
 struct ForwardTiming {
-  double dense_ms = 0;  // median over repetitions, all timed windows
+  double dense_ms = 0;  // median over repetitions
   double gated_ms = 0;
   double saved_pct = 0;              // 100 (1 − gated / dense)
   double gated_linear_fraction = 0;  // RouteCounts of the timed gated runs (all layers)
 };
 
+namespace detail {
+
+// Runs (dense, gated) `repetitions` times alternately after one warm-up of each, so both see the
+// same machine load; each returns its milliseconds. `reset` runs before every timed gated run
+// (clears its route counts). Medians into a ForwardTiming (gated_linear_fraction from `counts`).
+template <class Dense, class Gated>
+ForwardTiming alternate_timing(Dense&& run_dense, Gated&& run_gated,
+                               std::vector<RouteCounts>& counts, Index repetitions) {
+  std::vector<double> dense, gated;
+  run_dense();  // warm-up: first-touch of workspaces and caches
+  run_gated();
+  for (Index r = 0; r < repetitions; ++r) {
+    dense.push_back(run_dense());
+    counts.assign(counts.size(), RouteCounts{});
+    gated.push_back(run_gated());
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+  };
+  ForwardTiming out;
+  out.dense_ms = median(dense);
+  out.gated_ms = median(gated);
+  out.saved_pct = 100.0 * (1.0 - out.gated_ms / out.dense_ms);
+  RouteCounts total;
+  for (const auto& c : counts) {
+    total.linear += c.linear;
+    total.full += c.full;
+  }
+  out.gated_linear_fraction = total.linear_fraction();
+  return out;
+}
+
+}  // namespace detail
+
 /// Times forward passes over the first `windows` windows, dense (Transformer::forward) and with
 /// `variant` (the same pass through run_layers with its overrides), alternating (dense, gated)
-/// `repetitions` times so both see the same machine load; reports the medians. One workspace
-/// serves both, so neither run allocates in the model after the warm-up. Not deterministic
-/// (wall-clock): reports keep it apart.
+/// `repetitions` times; reports the medians. One workspace serves both, so neither run
+/// allocates in the model after the warm-up. Not deterministic (wall-clock): reports keep it
+/// apart.
 template <class T, class Backend>
 ForwardTiming time_forward(const Transformer<T, Backend>& model,
                            std::span<const std::int32_t> tokens, Index windows, Index context,
@@ -262,7 +299,6 @@ ForwardTiming time_forward(const Transformer<T, Backend>& model,
   using clock = std::chrono::steady_clock;
   using Model = Transformer<T, Backend>;
   const Index layers = model.layer_count();
-  std::vector<double> dense, gated;
   typename Model::Workspace ws;
   RowMatrix<T> logits;
   const auto overrides = variant.overrides(layers);
@@ -285,29 +321,52 @@ ForwardTiming time_forward(const Transformer<T, Backend>& model,
     }
     return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   };
-  run_dense();  // warm-up: first-touch of workspaces and caches
-  run_gated();
-  for (Index r = 0; r < repetitions; ++r) {
-    dense.push_back(run_dense());
-    counts.assign(static_cast<std::size_t>(layers), RouteCounts{});
-    gated.push_back(run_gated());
+  return detail::alternate_timing(run_dense, run_gated, counts, repetitions);
+}
+
+/// Times batch-1 decoding of tokens[0, steps): one token per forward through the KV cache
+/// (positions 0 .. steps − 1, logits every step), dense and with `variant`, alternating
+/// `repetitions` times; reports the medians of the whole decode. At batch 1 a token routed
+/// linear reads the d × d surrogate instead of the MLP's 8d² weights, so decoding, bound by
+/// reading the weights, saves in proportion to bytes rather than FLOPs. The cache and the
+/// workspace are allocated once. Throws ArgumentError when steps is not in
+/// [1, min(tokens, n_positions)].
+template <class T, class Backend>
+ForwardTiming time_decode(const Transformer<T, Backend>& model,
+                          std::span<const std::int32_t> tokens, Index steps,
+                          const MlpVariant<T, Backend>& variant, Index repetitions) {
+  using clock = std::chrono::steady_clock;
+  using Model = Transformer<T, Backend>;
+  const Index most = std::min(static_cast<Index>(tokens.size()), model.config().n_positions);
+  if (steps < 1 || steps > most) {
+    throw ArgumentError(nlb::detail::expected_found(
+        "time_decode: steps", "a value in [1, " + std::to_string(most) + "]", steps));
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+  const Index layers = model.layer_count();
+  typename Model::Workspace ws;
+  RowMatrix<T> logits;
+  auto cache = model.make_cache();
+  const auto overrides = variant.overrides(layers);
+  std::vector<RouteCounts> counts(static_cast<std::size_t>(layers));
+  auto token = [&](Index i) { return tokens.subspan(static_cast<std::size_t>(i), 1); };
+  auto run_dense = [&] {
+    cache.clear();
+    const auto t0 = clock::now();
+    for (Index i = 0; i < steps; ++i)
+      model.forward(token(i), logits, ws, NoTaps{}, &cache);
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
   };
-  ForwardTiming out;
-  out.dense_ms = median(dense);
-  out.gated_ms = median(gated);
-  out.saved_pct = 100.0 * (1.0 - out.gated_ms / out.dense_ms);
-  RouteCounts total;
-  for (const auto& c : counts) {
-    total.linear += c.linear;
-    total.full += c.full;
-  }
-  out.gated_linear_fraction = total.linear_fraction();
-  return out;
+  auto run_gated = [&] {
+    cache.clear();
+    const auto t0 = clock::now();
+    for (Index i = 0; i < steps; ++i) {
+      model.embed(token(i), ws.x, i);
+      model.run_layers(ws.x, 0, layers, ws, overrides, &cache, NoTaps{}, std::span(counts));
+      model.head(ws.x, logits, ws);
+    }
+    return std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  };
+  return detail::alternate_timing(run_dense, run_gated, counts, repetitions);
 }
 
 }  // namespace nlb
