@@ -90,8 +90,9 @@ inline constexpr Index parallel_vector_min_work = Index{1} << 16;
 
 // dst (+)= lhs · rhs for a one-row or one-column dst, split into contiguous ranges of output
 // entries, one per OpenMP thread, each range a multiple of 16 entries (64 bytes of float) so no
-// two threads write one cache line. Every entry is the same dot product as on one thread. False
-// (nothing done) when it should run on the calling thread.
+// two threads write one cache line. Each entry is still one length-k dot product (its terms may
+// be summed in another order than on one thread: Eigen blocks a narrower product differently).
+// False (nothing done) when it should run on the calling thread.
 template <class Dst, class Lhs, class Rhs>
 bool try_parallel_vector_product(Dst& dst, const Lhs& lhs, const Rhs& rhs, bool accumulate) {
 #if defined(_OPENMP)
