@@ -171,7 +171,7 @@ struct Inputs {
   std::string args(const fs::path& out) const {
     return "--fit-positions 1000 --label-positions 2000 --eval-text '" + eval.string() +
            "' --cross-text '" + cross.string() +
-           "' --seed 7 --budget-pct 1 --budget-pct 3 --out '" + out.string() + "'";
+           "' --seed 7 --budget-pct 1 --budget-pct 3 --decode-steps 8 --out '" + out.string() + "'";
   }
 };
 
@@ -225,9 +225,7 @@ BOOST_AUTO_TEST_CASE(small_report_is_complete_consistent_and_reproducible) {
     BOOST_CHECK_LT(j.at("decode_time_saved_pct").get<double>(), 100.0);
     BOOST_CHECK_GE(j.at("decode_time_gated_linear_fraction").get<double>(), 0.0);
   }
-  BOOST_CHECK_EQUAL(
-      report.at("protocol").at("decode_steps"),
-      std::min<std::int64_t>(64, report.at("protocol").at("context").get<std::int64_t>()));
+  BOOST_CHECK_EQUAL(report.at("protocol").at("decode_steps"), 8);  // --decode-steps 8
 
   // layers.csv: the documented columns, one row per layer, the same values as report.json.
   std::istringstream csv(slurp(out / "layers.csv"));
@@ -387,6 +385,7 @@ BOOST_AUTO_TEST_CASE(bad_inputs_fail_cleanly_and_leave_no_report) {
       {"budget 0", "--budget-pct 0", 2, {"--budget-pct", "> 0", "\"0\""}},
       {"negative budget", "--budget-pct 1 --budget-pct -2", 2, {"--budget-pct", "\"-2\""}},
       {"budget not a number", "--budget-pct x", 2, {"--budget-pct"}},
+      {"no decode steps", "--decode-steps 0", 2, {"--decode-steps", "\"0\""}},
   };
   for (const auto& c : cases) {
     const auto r = run_budget(in.dir, base + c.args);
@@ -530,4 +529,5 @@ BOOST_AUTO_TEST_CASE(help_page_prints_the_protocol_defaults) {
   BOOST_TEST(contains(line("--lambda"), "(default " + lambda.str() + ")"));
   BOOST_TEST(contains(line("--budget-pct"), "(default " + budgets.str() + ")"));
   BOOST_TEST(contains(line("--seed"), "(default " + std::to_string(p.seed) + ")"));
+  BOOST_TEST(contains(line("--decode-steps"), "(default " + std::to_string(p.decode_steps) + ","));
 }

@@ -121,7 +121,7 @@ int run_budget(const std::vector<std::string>& argv) {
       argv,
       {"model", "fit-text", "label-text", "eval-text", "cross-text", "fit-tokens-file",
        "label-tokens-file", "eval-tokens-file", "cross-tokens-file", "token-dtype", "context",
-       "fit-positions", "label-positions", "lambda", "budget-pct", "seed", "out"},
+       "fit-positions", "label-positions", "lambda", "budget-pct", "seed", "decode-steps", "out"},
       {"json"},
       {{"tokens",
         "--fit-tokens-file FILE, --label-tokens-file FILE, --eval-tokens-file FILE and "
@@ -141,6 +141,7 @@ int run_budget(const std::vector<std::string>& argv) {
   protocol.lambda = args.real("lambda", protocol.lambda, 1e-300, 1e300);
   protocol.seed = static_cast<std::uint64_t>(
       args.integer("seed", static_cast<long long>(protocol.seed), 0, (1LL << 62)));
+  protocol.decode_steps = args.integer("decode-steps", protocol.decode_steps, 1, 1LL << 20);
   const std::string out_dir = args.get("out", budget_default_out);
   const std::string model_dir = args.get("model", default_model().string());
   const io::TokenDType dtype = check_budget_inputs(args);

@@ -104,7 +104,7 @@ inline const std::vector<CommandHelp>& command_help() {
          "usage: nlb budget [--model DIR] [--fit-text F] [--label-text F] [--eval-text F]\n"
          "                  [--cross-text F] [--fit-positions N] [--label-positions N]\n"
          "                  [--context N] [--lambda L] [--budget-pct P ...] [--seed S]\n"
-         "                  [--out DIR] [--json]\n"
+         "                  [--decode-steps N] [--out DIR] [--json]\n"
          "       nlb budget --model DIR --fit-tokens-file F --label-tokens-file F\n"
          "                  --eval-tokens-file F --cross-tokens-file F [--token-dtype u32] ...\n\n"
          "The MLP budget report of PAPERS §A (docs/budget.md). With no arguments: the shipped\n"
@@ -138,6 +138,9 @@ inline const std::vector<CommandHelp>& command_help() {
              "  --seed S              the bootstrap's random draws (default " +
              std::to_string(protocol.seed) +
              ")\n"
+             "  --decode-steps N      tokens decoded one by one to time decoding (default " +
+             std::to_string(protocol.decode_steps) +
+             ", at most the context)\n"
              "  --out DIR             report directory, written when everything succeeded\n"
              "                        (default ./" +
              budget_default_out +
