@@ -145,30 +145,49 @@ const Model& decode_model() {
   return model;
 }
 
+// `n` token ids drawn uniformly from the vocabulary (the same ids in every benchmark).
+std::vector<std::int32_t> random_tokens(Index n) {
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(n));
+  std::mt19937 rng(3);
+  for (auto& t : tokens)
+    t = static_cast<std::int32_t>(rng() % 50257);
+  return tokens;
+}
+
+// Seconds of `steps` single-token steps after a `prompt`-token prefill, through `overrides`
+// (empty: the dense model, the same layers as Transformer::forward runs); `counts` (empty, or one
+// per layer) receives the rows each layer routed.
+double decode_seconds(const Model& model, std::span<const std::int32_t> tokens, Index prompt,
+                      Index steps, std::span<const nlb::LayerOverride<float, Backend>> overrides,
+                      std::span<nlb::RouteCounts> counts, nlb::KVCache<float>& cache,
+                      Model::Workspace& ws, nlb::RowMatrix<float>& logits) {
+  cache.clear();
+  model.embed(tokens.first(static_cast<std::size_t>(prompt)), ws.x);
+  model.run_layers(ws.x, 0, model.layer_count(), ws, overrides, &cache);
+  const auto start = std::chrono::steady_clock::now();
+  for (Index i = prompt; i < prompt + steps; ++i) {
+    model.embed(tokens.subspan(static_cast<std::size_t>(i), 1), ws.x, i);
+    model.run_layers(ws.x, 0, model.layer_count(), ws, overrides, &cache, nlb::NoTaps{}, counts);
+    model.head(ws.x, logits, ws);
+  }
+  benchmark::DoNotOptimize(logits.data());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 void BM_decode(benchmark::State& state) {
   const Model& model = decode_model();
   const Index prompt = state.range(0), steps = state.range(1);
   const int threads = static_cast<int>(state.range(2));
   nlb::ops::set_gemm_threads(Backend{}, threads);
-  std::vector<std::int32_t> tokens(static_cast<std::size_t>(prompt + steps));
-  std::mt19937 rng(3);
-  for (auto& t : tokens)
-    t = static_cast<std::int32_t>(rng() % 50257);
+  const auto tokens = random_tokens(prompt + steps);
   auto cache = model.make_cache();
   Model::Workspace ws;
   nlb::RowMatrix<float> logits;
-  const std::span<const std::int32_t> all(tokens);
   double seconds = 0;
   for (auto _ : state) {
-    cache.clear();
-    model.forward(all.first(static_cast<std::size_t>(prompt)), logits, ws, {}, &cache);
-    const auto start = std::chrono::steady_clock::now();
-    for (Index i = prompt; i < prompt + steps; ++i)
-      model.forward(all.subspan(static_cast<std::size_t>(i), 1), logits, ws, {}, &cache);
-    benchmark::DoNotOptimize(logits.data());
-    const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
-    state.SetIterationTime(s.count());
-    seconds += s.count();
+    const double s = decode_seconds(model, tokens, prompt, steps, {}, {}, cache, ws, logits);
+    state.SetIterationTime(s);
+    seconds += s;
   }
   nlb::ops::set_gemm_threads(Backend{}, 1);
   const double bytes =
@@ -209,25 +228,6 @@ struct GatedLayers {
   }
 };
 
-// Seconds of `steps` single-token steps after a `prompt`-token prefill, through `overrides`
-// (empty: the dense model); `counts` receives the rows each layer routed.
-double decode_seconds(const Model& model, std::span<const std::int32_t> tokens, Index prompt,
-                      Index steps, std::span<const nlb::LayerOverride<float, Backend>> overrides,
-                      std::span<nlb::RouteCounts> counts, nlb::KVCache<float>& cache,
-                      Model::Workspace& ws, nlb::RowMatrix<float>& logits) {
-  cache.clear();
-  model.embed(tokens.first(static_cast<std::size_t>(prompt)), ws.x);
-  model.run_layers(ws.x, 0, model.layer_count(), ws, overrides, &cache);
-  const auto start = std::chrono::steady_clock::now();
-  for (Index i = prompt; i < prompt + steps; ++i) {
-    model.embed(tokens.subspan(static_cast<std::size_t>(i), 1), ws.x, i);
-    model.run_layers(ws.x, 0, model.layer_count(), ws, overrides, &cache, nlb::NoTaps{}, counts);
-    model.head(ws.x, logits, ws);
-  }
-  benchmark::DoNotOptimize(logits.data());
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 constexpr Index kPrompt = 16, kSteps = 128;
 
 void decode_side_by_side(benchmark::State& state, double fraction, int threads) {
@@ -240,10 +240,7 @@ void decode_side_by_side(benchmark::State& state, double fraction, int threads) 
   const auto overrides =
       gated ? gated->variant.overrides(layers) : std::vector<nlb::LayerOverride<float, Backend>>{};
   std::vector<nlb::RouteCounts> counts(static_cast<std::size_t>(layers));
-  std::vector<std::int32_t> tokens(static_cast<std::size_t>(kPrompt + kSteps));
-  std::mt19937 rng(3);
-  for (auto& t : tokens)
-    t = static_cast<std::int32_t>(rng() % 50257);
+  const auto tokens = random_tokens(kPrompt + kSteps);
   nlb::ops::set_gemm_threads(Backend{}, threads);
   auto cache = model.make_cache();
   Model::Workspace ws;
