@@ -4,7 +4,7 @@
 #
 # A header's family is its folder under nlb/ (nlb/mlp/gated_mlp.hpp: mlp); an umbrella nlb/X.hpp
 # belongs to family X, and nlb/nlb.hpp (everything) may be included by no library header.
-# Dependencies point down: core <- {kernels, ops} <- {mlp, attention} <- model <- analysis; io
+# Dependencies point down: core <- kernels <- ops <- {mlp, attention} <- model <- analysis; io
 # depends on core only; text on core and io.
 cmake_minimum_required(VERSION 3.25)
 if(NOT DEFINED INCLUDE_ROOT)
@@ -13,7 +13,7 @@ endif()
 
 set(allowed_core core)
 set(allowed_kernels core kernels)
-set(allowed_ops core ops)
+set(allowed_ops core kernels ops)
 set(allowed_mlp core kernels ops mlp)
 set(allowed_attention core kernels ops attention)
 set(allowed_io core io)
@@ -27,7 +27,7 @@ set(families core kernels ops mlp attention io text model analysis cuda)
 function(family_of out path)
   if(path MATCHES "^nlb/([a-z_]+)/")
     set(${out} "${CMAKE_MATCH_1}" PARENT_SCOPE)
-  elseif(path MATCHES "^nlb/([a-z_]+)\\.hpp$")
+  elseif(path MATCHES "^nlb/([a-z_]+)\\.(hpp|cuh)$")
     set(${out} "${CMAKE_MATCH_1}" PARENT_SCOPE)
   else()
     set(${out} "" PARENT_SCOPE)

@@ -10,6 +10,7 @@
 #include "nlb/core.hpp"
 #include "nlb/kernels/rotary.hpp"
 #include "nlb/ops/gemm.hpp"
+#include "nlb/ops/rotary.hpp"
 
 namespace nlb {
 
@@ -153,8 +154,8 @@ class DenseAttention {
       const T* cos = angles.cos.data() + t * half;
       const T* sin = angles.sin.data() + t * half;
       for (Index h = 0; h < n_heads_; ++h) {
-        kernels::rotate_half(Backend{}, &qkv(t, h * dh), rotary_dims_, cos, sin);      // Q
-        kernels::rotate_half(Backend{}, &qkv(t, d + h * dh), rotary_dims_, cos, sin);  // K
+        ops::rotate_half(Backend{}, &qkv(t, h * dh), rotary_dims_, cos, sin);      // Q
+        ops::rotate_half(Backend{}, &qkv(t, d + h * dh), rotary_dims_, cos, sin);  // K
       }
     }
   }

@@ -13,7 +13,8 @@
 
 #include "nlb/attention/detail/causal_product.hpp"
 #include "nlb/core.hpp"
-#include "nlb/kernels/softplus.hpp"
+#include "nlb/kernels/elementwise.hpp"
+#include "nlb/ops/elementwise.hpp"
 
 namespace nlb {
 
@@ -36,7 +37,7 @@ class DiagonalFilter {
   /// fixed-size copy of the wrong size would be undefined behaviour in release builds).
   explicit DiagonalFilter(const Eigen::Ref<const RowVector<T>>& theta) : theta_(checked(theta)) {
     diagonal_ = theta_;
-    kernels::softplus(Backend{}, diagonal_.data(), diagonal_.size());
+    ops::transform(Backend{}, diagonal_.data(), diagonal_.size(), kernels::SoftplusOp{});
   }
 
   Index features() const { return theta_.size(); }
@@ -137,7 +138,7 @@ class ScalarFilter {
   ScalarFilter() : ScalarFilter(T(0)) {}
   explicit ScalarFilter(T theta) : theta_(theta) {
     value_ = theta;
-    kernels::softplus(Backend{}, &value_, 1);
+    ops::transform(Backend{}, &value_, 1, kernels::SoftplusOp{});
   }
 
   T theta() const { return theta_; }

@@ -11,8 +11,10 @@
 #include "nlb/attention/dense_attention.hpp"
 #include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
-#include "nlb/kernels/elu_feature.hpp"
+#include "nlb/kernels/elementwise.hpp"
 #include "nlb/kernels/rotary.hpp"
+#include "nlb/ops/elementwise.hpp"
+#include "nlb/ops/rotary.hpp"
 
 namespace nlb {
 
@@ -68,8 +70,8 @@ void linear_attention_head(Backend, const Eigen::Ref<const RowMatrix<T>>& q,
   check_dim("linear_attention_head: out rows (T)", q.rows(), out.rows());
   check_dim("linear_attention_head: out cols (d_v)", v.cols(), out.cols());
   RowMatrix<T> fq = q, fk = k;
-  kernels::elu_feature(Backend{}, fq.data(), fq.size());
-  kernels::elu_feature(Backend{}, fk.data(), fk.size());
+  ops::transform(Backend{}, fq.data(), fq.size(), kernels::EluFeatureOp{});
+  ops::transform(Backend{}, fk.data(), fk.size(), kernels::EluFeatureOp{});
   RowMatrix<T> state, a;
   RowVector<T> z;
   detail::linear_attention_features<T>(fq, fk, v, out, state, z, a);
@@ -150,7 +152,8 @@ class LinearAttention {
     ws.qkv.rowwise() += w_.b_qkv;
     rotate(ws.qkv);
     for (Index t = 0; t < rows; ++t)
-      kernels::elu_feature(Backend{}, &ws.qkv(t, 0), 2 * d);  // φ on Q and K, side by side
+      ops::transform(Backend{}, &ws.qkv(t, 0), 2 * d,
+                     kernels::EluFeatureOp{});  // φ on Q and K, side by side
     ws.context.resize(rows, d);
     for (Index h = 0; h < n_heads_; ++h) {
       detail::linear_attention_features<T>(ws.qkv.middleCols(h * dh, dh),
@@ -179,8 +182,8 @@ class LinearAttention {
       const T* cos = angles.cos.data() + t * half;
       const T* sin = angles.sin.data() + t * half;
       for (Index h = 0; h < n_heads_; ++h) {
-        kernels::rotate_half(Backend{}, &qkv(t, h * dh), rotary_dims_, cos, sin);
-        kernels::rotate_half(Backend{}, &qkv(t, d + h * dh), rotary_dims_, cos, sin);
+        ops::rotate_half(Backend{}, &qkv(t, h * dh), rotary_dims_, cos, sin);
+        ops::rotate_half(Backend{}, &qkv(t, d + h * dh), rotary_dims_, cos, sin);
       }
     }
   }

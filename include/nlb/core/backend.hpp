@@ -3,8 +3,9 @@
 // Kernels are overloaded on the tag. `simd<Arch>` derives from `scalar`, so a
 // kernel that has no SIMD overload resolves to the scalar one by the ordinary
 // derived-to-base conversion: a missing kernel falls back, never fails to build.
-// A CUDA backend (`backend::cuda`, include/nlb/cuda/) is another tag whose kernels
-// take device buffers; the component interfaces do not change.
+// The CUDA backend (`backend::cuda`, include/nlb/cuda/) is another tag: its components are
+// specialisations of the same class templates that keep their weights in device memory and
+// run in a Context<backend::cuda> (stream, cuBLAS handle); see docs/cuda.md.
 //
 // A CPU backend also names the library that multiplies its matrices (`gemm`, a provider of
 // nlb/core/gemm_provider.hpp): the scalar oracle always uses Eigen's; `simd` takes the build's
@@ -17,8 +18,13 @@
 
 namespace nlb::backend {
 
+/// Memory spaces: where a backend's storage lives (nlb/core/storage.hpp).
+struct host_memory {};
+struct device_memory {};
+
 /// Plain loops + Eigen: the readable reference and the test oracle.
 struct scalar {
+  using memory_space = host_memory;
   using gemm = gemm_provider::eigen;
 };
 
@@ -38,9 +44,11 @@ inline constexpr bool is_simd = false;
 template <class Arch, class Gemm>
 inline constexpr bool is_simd<simd<Arch, Gemm>> = true;
 
-/// The CUDA backend (device memory, cuBLAS and thrust). Declared here, beside the host
-/// backends, so that a host component asked for it refuses with its own static_assert.
-struct cuda {};
+/// The CUDA backend (device memory, cuBLAS and thrust; nlb/cuda/). Declared here, beside the
+/// host backends, so that a host component asked for it refuses with its own static_assert.
+struct cuda {
+  using memory_space = device_memory;
+};
 
 /// True for every CPU backend (host memory, Eigen GEMMs).
 template <class B>

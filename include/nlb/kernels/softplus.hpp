@@ -5,27 +5,26 @@
 // for large x (softplus(x) = x + log1p(e^−x) -> x) and no precision is lost for very negative
 // x (softplus(x) = log1p(e^x) ≈ e^x, not 1 + e^x rounded to 1). No threshold shortcut (unlike
 // torch.nn.functional.softplus), so the value is correctly rounded up to a few ulp everywhere.
-// Scalar reference (std::log1p, std::exp) and xsimd form chosen by the backend tag. O(n).
+// One formula (SoftplusOp, nlb/kernels/elementwise.hpp) in a scalar loop and in xsimd batches,
+// chosen by the backend tag. O(n).
 #pragma once
 
 // First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
 #include "nlb/core/detail/xsimd_include.hpp"
 
-#include <algorithm>
-#include <cmath>
-
 #include "nlb/core.hpp"
 #include "nlb/kernels/detail/row_checks.hpp"
 #include "nlb/kernels/detail/simd_row.hpp"
+#include "nlb/kernels/elementwise.hpp"
 
 NLB_XSIMD_GUARD_BEGIN
 
 namespace nlb::kernels {
 
-/// softplus(x) for one value (the scalar reference's formula).
+/// softplus(x) for one value (the scalar reference's formula, SoftplusOp).
 template <class T>
 T softplus(T x) {
-  return std::max(x, T(0)) + std::log1p(std::exp(-std::abs(x)));
+  return SoftplusOp{}(x);
 }
 
 /// softplus in place on data[0, n). Scalar reference. O(n). Throws ArgumentError if n < 0.
@@ -41,10 +40,7 @@ void softplus(backend::scalar, T* data, Index n) {
 template <class T, class Arch, class Gemm>
 void softplus(backend::simd<Arch, Gemm>, T* data, Index n) {
   detail::check_row_length("softplus: n", n, 0);
-  using batch = xsimd::batch<T, Arch>;
-  detail::transform_in_place<Arch>(data, n, T(0), [](batch x) {
-    return xsimd::max(x, batch(T(0))) + xsimd::log1p(xsimd::exp(-xsimd::abs(x)));
-  });
+  detail::transform_in_place<Arch>(data, n, T(0), SoftplusOp{});
 }
 
 }  // namespace nlb::kernels

@@ -1,4 +1,5 @@
-// The MLP activations of the two model families, as policy types for Mlp.
+// The MLP activations of the two model families, as policy types for Mlp: `apply` runs the CPU
+// kernel of a backend tag in place, `op` is the same formula as a functor for any backend.
 #pragma once
 
 #include "nlb/core.hpp"
@@ -9,6 +10,9 @@ namespace nlb {
 /// GPT-2's "gelu_new": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 struct GeluTanh {
   static constexpr const char* name = "gelu_new";
+  /// The formula as a host/device functor (ops::transform on any backend).
+  template <class Math = math::exact>
+  using op = kernels::GeluTanhOp<Math>;
   /// In place on n contiguous values with the backend's kernel.
   template <class Math = math::exact, class Backend, class T>
   static void apply(Backend backend, T* data, Index n) {
@@ -19,6 +23,8 @@ struct GeluTanh {
 /// The exact (erf) GELU of GPT-NeoX / Pythia: 0.5 x (1 + erf(x / sqrt 2)).
 struct GeluErf {
   static constexpr const char* name = "gelu";
+  template <class Math = math::exact>
+  using op = kernels::GeluErfOp<Math>;
   template <class Math = math::exact, class Backend, class T>
   static void apply(Backend backend, T* data, Index n) {
     kernels::gelu_erf<Math>(backend, data, n);

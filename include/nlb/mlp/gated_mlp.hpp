@@ -11,6 +11,7 @@
 #include "nlb/core.hpp"
 #include "nlb/core/gemm_scratch.hpp"
 #include "nlb/mlp/route_counts.hpp"
+#include "nlb/ops/rows.hpp"
 
 namespace nlb {
 
@@ -28,7 +29,7 @@ struct RoutingWorkspace {
 
 namespace detail {
 // Gathers X's `rows` into a contiguous block, runs `path` on it and scatters into Y.
-template <class T, int D, class X_, class Y_, class Path>
+template <class Backend, class T, int D, class X_, class Y_, class Path>
 void run_route_group(const X_& X, Y_& Y, const std::vector<Index>& rows, RoutingWorkspace<T, D>& ws,
                      Path&& path) {
   const auto n = static_cast<Index>(rows.size());
@@ -39,12 +40,10 @@ void run_route_group(const X_& X, Y_& Y, const std::vector<Index>& rows, Routing
   }
   auto in = ws.gathered_in.topRows(n);  // [n, d], contiguous
   auto out = ws.gathered_out.topRows(n);
-  // Indexed through a span: an Eigen IndexedView keeps its index container by value, and a
-  // std::vector there would be copied (allocated) on every gather and scatter.
   const std::span<const Index> index(rows);
-  in = X(index, Eigen::all);
+  ops::gather_rows(Backend{}, X, index, in);
   path(in, out);
-  Y(index, Eigen::all) = out;
+  ops::scatter_rows(Backend{}, out, index, Y);
 }
 }  // namespace detail
 
@@ -79,8 +78,9 @@ RouteCounts gated_route(const Eigen::Ref<const Activations<std::type_identity_t<
     full(X, Y);
     return counts;
   }
-  detail::run_route_group(X, Y, ws.linear_rows, ws, linear);
-  detail::run_route_group(X, Y, ws.full_rows, ws, full);
+  using Backend = typename Gate::backend_type;
+  detail::run_route_group<Backend>(X, Y, ws.linear_rows, ws, linear);
+  detail::run_route_group<Backend>(X, Y, ws.full_rows, ws, full);
   return counts;
 }
 

@@ -7,6 +7,7 @@
 #include "nlb/core/gemm_scratch.hpp"
 #include "nlb/mlp/activation.hpp"
 #include "nlb/mlp/route_counts.hpp"
+#include "nlb/ops/elementwise.hpp"
 #include "nlb/ops/gemm.hpp"
 
 namespace nlb {
@@ -87,7 +88,7 @@ class Mlp {
     auto hidden = ws.hidden.topRows(X.rows());  // [T, h]
     ops::gemm_bias(Backend{}, hidden, X, w_fc_, b_fc_, ws.gemm);
     // The top rows of a row-major matrix are contiguous: one kernel call over [T, h].
-    Act::apply(Backend{}, hidden.data(), hidden.size());
+    ops::transform(Backend{}, hidden.data(), hidden.size(), typename Act::template op<>{});
     ops::gemm_bias(Backend{}, Y, hidden, w_proj_, b_proj_, ws.gemm);  // [T, d]
     return {0, X.rows()};
   }

@@ -7,11 +7,11 @@
 
 #include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
-#include "nlb/kernels/layer_norm.hpp"
 #include "nlb/mlp/gated_mlp.hpp"
 #include "nlb/mlp/route_counts.hpp"
 #include "nlb/model/layer_override.hpp"
 #include "nlb/model/taps.hpp"
+#include "nlb/ops/layer_norm.hpp"
 
 namespace nlb {
 
@@ -108,7 +108,7 @@ class Block {
         layer_override ? layer_override->attention : nullptr;
     if (attn_norm_) {
       ws.normed.resize(rows, d);
-      kernels::layer_norm_rows(Backend{}, x, ws.normed, ln1_.gamma, ln1_.beta, eps_);
+      ops::layer_norm_rows(Backend{}, x, ws.normed, ln1_.gamma, ln1_.beta, eps_);
       run_attention(attention, ws.normed, ws, cache);
     } else {
       run_attention(attention, x, ws, cache);
@@ -116,10 +116,10 @@ class Block {
     detail::fire(taps, Tap::attn_output, layer, ws.attn_out);
     ws.mlp_in.resize(rows, d);
     if (parallel_) {
-      kernels::layer_norm_rows(Backend{}, x, ws.mlp_in, ln2_.gamma, ln2_.beta, eps_);
+      ops::layer_norm_rows(Backend{}, x, ws.mlp_in, ln2_.gamma, ln2_.beta, eps_);
     } else {
       x += ws.attn_out;
-      kernels::layer_norm_rows(Backend{}, x, ws.mlp_in, ln2_.gamma, ln2_.beta, eps_);
+      ops::layer_norm_rows(Backend{}, x, ws.mlp_in, ln2_.gamma, ln2_.beta, eps_);
     }
     detail::fire(taps, Tap::mlp_input, layer, ws.mlp_in);
     ws.mlp_out.resize(rows, d);

@@ -16,6 +16,7 @@
 #include "nlb/model/layer_override.hpp"
 #include "nlb/model/mlp_slot.hpp"
 #include "nlb/ops/gemm.hpp"
+#include "nlb/ops/layer_norm.hpp"
 
 namespace nlb {
 
@@ -298,8 +299,8 @@ class BasicTransformer {
   }
 
   void final_norm(Stream& x) const {
-    kernels::layer_norm_rows(Backend{}, x, x, emb_.final_norm.gamma, emb_.final_norm.beta,
-                             static_cast<T>(config_.layer_norm_eps));
+    ops::layer_norm_rows(Backend{}, x, x, emb_.final_norm.gamma, emb_.final_norm.beta,
+                         static_cast<T>(config_.layer_norm_eps));
   }
 
   void check_tokens(std::span<const std::int32_t> tokens, Index past, const char* what) const {

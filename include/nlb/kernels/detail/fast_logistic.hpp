@@ -12,9 +12,10 @@
 // First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
 #include "nlb/core/detail/xsimd_include.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <limits>
+
+#include "nlb/core/host_device.hpp"
+#include "nlb/kernels/detail/elementwise_math.hpp"
 
 NLB_XSIMD_GUARD_BEGIN
 
@@ -34,18 +35,20 @@ struct exp2_taylor {
   static constexpr T clamp = static_cast<T>(std::numeric_limits<T>::max_exponent - 2);
 };
 
-/// 2^t for |t| <= clamp, relative error < 5e-6 (plus rounding). Scalar form.
+/// 2^t for |t| <= clamp, relative error < 5e-6 (plus rounding). Scalar form, also on the CUDA
+/// device.
 template <class T>
-T fast_exp2(T t) {
+NLB_HOST_DEVICE T fast_exp2(T t) {
   using c = exp2_taylor<T>;
-  if (std::isnan(t)) {
+  namespace em = elementwise_math;
+  if (t != t) {
     return t;  // NaN propagates (and never reaches the int conversion)
   }
-  t = std::clamp(t, -c::clamp, c::clamp);
-  const T j = std::nearbyint(t);
+  t = t < -c::clamp ? -c::clamp : (c::clamp < t ? c::clamp : t);  // std::clamp's rule
+  const T j = em::nearbyint(t);
   const T f = t - j;
   const T p = c::c0 + f * (c::c1 + f * (c::c2 + f * (c::c3 + f * (c::c4 + f * c::c5))));
-  return std::ldexp(p, static_cast<int>(j));
+  return em::ldexp(p, static_cast<int>(j));
 }
 
 /// 2^t for |t| <= clamp, relative error < 5e-6 (plus rounding). Batch form, same steps.

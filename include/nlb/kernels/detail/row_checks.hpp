@@ -2,7 +2,6 @@
 #pragma once
 
 #include <string>
-#include <type_traits>
 
 #include "nlb/core/errors.hpp"
 #include "nlb/core/math_policy.hpp"
@@ -20,7 +19,6 @@ inline void check_row_length(const char* what, Index n, Index min_length) {
 
 /// True for the math policies the kernels know (nlb/core/math_policy.hpp).
 template <class Math>
-inline constexpr bool is_math_policy =
-    std::is_same_v<Math, math::exact> || std::is_same_v<Math, math::fast>;
+inline constexpr bool is_math_policy = math::is_policy<Math>;
 
 }  // namespace nlb::kernels::detail

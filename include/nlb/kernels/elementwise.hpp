@@ -1,0 +1,108 @@
+// Elementwise math written once, as functors for the host and the CUDA device (DESIGN.md §4).
+//
+// Each functor maps one value to one value: operator() is a template over the value type V, a
+// float or double (the scalar loops and the CUDA kernels) or an xsimd batch (the SIMD kernels),
+// so the scalar, SIMD and CUDA paths evaluate one formula. The in-place kernels of
+// gelu.hpp, softplus.hpp and elu_feature.hpp apply them on the CPU; ops::transform applies them
+// on either backend (nlb/ops/elementwise.hpp, nlb/cuda/ops.cuh).
+//
+//   GeluTanhOp   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   GPT-2 "gelu_new"  (PAPERS §A1)
+//                math::fast: x / (1 + 2^(-2 log2(e) u)) with a cheap 2^t (the fast logistic)
+//   GeluErfOp    0.5 x (1 + erf(x / sqrt 2))                        GPT-NeoX "gelu"   (PAPERS §A1)
+//   SoftplusOp   max(x, 0) + log1p(e^(-|x|))                        D = diag(softplus θ) (PAPERS
+//   §B2) EluFeatureOp x + 1 for x > 0, e^x otherwise                     linear attention φ (PAPERS
+//   §B3)
+//
+// Error bounds and cost of each: docs/kernels.md.
+#pragma once
+
+// First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
+#include "nlb/core/detail/xsimd_include.hpp"
+
+#include <type_traits>
+
+#include "nlb/core/host_device.hpp"
+#include "nlb/core/math_policy.hpp"
+#include "nlb/kernels/detail/elementwise_math.hpp"
+#include "nlb/kernels/detail/fast_logistic.hpp"
+
+NLB_XSIMD_GUARD_BEGIN
+
+namespace nlb::kernels {
+
+namespace detail {
+
+/// Constants of the GELU forms, rounded once to T.
+template <class T>
+struct gelu_constants {
+  static constexpr T half = T(0.5);
+  static constexpr T one = T(1);
+  static constexpr T sqrt_2_over_pi = static_cast<T>(0.79788456080286535588);  // sqrt(2/pi)
+  static constexpr T cubic = static_cast<T>(0.044715);
+  static constexpr T inv_sqrt2 = static_cast<T>(0.70710678118654752440);  // 1/sqrt(2)
+  // -2 log2(e): e^(-2u) = 2^(u * minus_two_log2e).
+  static constexpr T minus_two_log2e = static_cast<T>(-2.88539008177792681472);
+};
+
+}  // namespace detail
+
+/// GPT-2's "gelu_new" of one value or batch. Math: math::exact (tanh) or math::fast (the
+/// logistic form 0.5 (1 + tanh u) = 1 / (1 + e^(-2u)) with detail::fast_exp2).
+template <class Math = math::exact>
+struct GeluTanhOp {
+  static_assert(math::is_policy<Math>, "GeluTanhOp: Math must be math::exact or math::fast");
+  NLB_EXEC_CHECK_DISABLE
+  template <class V>
+  NLB_HOST_DEVICE V operator()(V x) const {
+    using c = detail::gelu_constants<detail::elementwise_math::scalar_of_t<V>>;
+    namespace em = detail::elementwise_math;
+    const V u = V(c::sqrt_2_over_pi) * (x + V(c::cubic) * x * x * x);
+    if constexpr (std::is_same_v<Math, math::fast>) {
+      return x / (V(c::one) + detail::fast_exp2(u * V(c::minus_two_log2e)));
+    } else {
+      return V(c::half) * x * (V(c::one) + em::tanh(u));
+    }
+  }
+};
+
+/// GPT-NeoX's exact GELU of one value or batch (math::fast is the same as math::exact).
+template <class Math = math::exact>
+struct GeluErfOp {
+  static_assert(math::is_policy<Math>, "GeluErfOp: Math must be math::exact or math::fast");
+  NLB_EXEC_CHECK_DISABLE
+  template <class V>
+  NLB_HOST_DEVICE V operator()(V x) const {
+    using c = detail::gelu_constants<detail::elementwise_math::scalar_of_t<V>>;
+    namespace em = detail::elementwise_math;
+    return V(c::half) * x * (V(c::one) + em::erf(x * V(c::inv_sqrt2)));
+  }
+};
+
+/// softplus(x) = log(1 + e^x), evaluated as max(x, 0) + log1p(e^(-|x|)): the exponent is <= 0,
+/// so nothing overflows, and no precision is lost for very negative x.
+struct SoftplusOp {
+  NLB_EXEC_CHECK_DISABLE
+  template <class V>
+  NLB_HOST_DEVICE V operator()(V x) const {
+    namespace em = detail::elementwise_math;
+    using T = em::scalar_of_t<V>;
+    return em::max(x, V(T(0))) + em::log1p(em::exp(-em::abs(x)));
+  }
+};
+
+/// φ(x) = elu(x) + 1: x + 1 for x > 0, e^x otherwise (always > 0). Both branches are
+/// evaluated, the exponent clamped to <= 0 so that neither overflows.
+struct EluFeatureOp {
+  NLB_EXEC_CHECK_DISABLE
+  template <class V>
+  NLB_HOST_DEVICE V operator()(V x) const {
+    namespace em = detail::elementwise_math;
+    using T = em::scalar_of_t<V>;
+    const V zero(T(0));
+    return em::select(x > zero, x + V(T(1)), em::exp(em::min(x, zero)));
+  }
+};
+
+}  // namespace nlb::kernels
+
+NLB_XSIMD_GUARD_END
