@@ -33,3 +33,14 @@ function(nlb_use_model_instances target)
   target_compile_definitions(${target} PRIVATE NLB_EXTERN_MODEL_INSTANCES)
   target_link_libraries(${target} PRIVATE nlb_model_instances)
 endfunction()
+
+# CUDA sources of in-tree targets (docs/cuda.md): the project's warnings, passed to the host
+# compiler through -Xcompiler (nvcc rejects GCC's options given directly), as errors. C++20 comes
+# from nlbudget::cuda.
+function(nlb_apply_cuda_options target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wshadow,-Wconversion,-Wno-sign-conversion>)
+  if(NLB_WARNINGS_AS_ERRORS)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings>)
+  endif()
+endfunction()

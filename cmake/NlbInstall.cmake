@@ -12,6 +12,10 @@ install(FILES "${NLB_GENERATED_INCLUDE_DIR}/nlb/version.hpp"
 
 set(NLB_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_DATADIR}/cmake/nlbudget")
 install(EXPORT nlbudgetTargets NAMESPACE nlbudget:: DESTINATION "${NLB_CMAKE_INSTALL_DIR}")
+# The CUDA backend's target in an export set of its own: loaded only by
+# find_package(nlbudget COMPONENTS cuda), which first finds the CUDA toolkit (CUDA::cublas).
+install(TARGETS nlbudget_cuda EXPORT nlbudgetCudaTargets)
+install(EXPORT nlbudgetCudaTargets NAMESPACE nlbudget:: DESTINATION "${NLB_CMAKE_INSTALL_DIR}")
 
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/nlbudgetConfig.cmake.in"

@@ -8,6 +8,7 @@ NLB_DEBIAN_PACKAGES=(
   libeigen3-dev libxsimd-dev nlohmann-json3-dev libutf8proc-dev
   libboost-test-dev libbenchmark-dev
   libopenblas-dev libblis-dev
+  libthrust-dev
 )
 
 nlb_ensure_packages() {

@@ -13,6 +13,11 @@ foreach(var CXX INCLUDE_ROOT FAMILY WORK_DIR)
 endforeach()
 if(FAMILY STREQUAL "umbrellas")
   file(GLOB headers RELATIVE "${INCLUDE_ROOT}" "${INCLUDE_ROOT}/nlb/*.hpp")
+elseif(FAMILY STREQUAL "cuda")
+  # The CUDA backend's headers (*.cuh), compiled as the host-system build sees them (the caller
+  # passes -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_CPP in FLAGS), and its umbrella.
+  file(GLOB_RECURSE headers RELATIVE "${INCLUDE_ROOT}" "${INCLUDE_ROOT}/nlb/cuda/*.cuh")
+  list(APPEND headers nlb/cuda.cuh)
 else()
   file(GLOB_RECURSE headers RELATIVE "${INCLUDE_ROOT}" "${INCLUDE_ROOT}/nlb/${FAMILY}/*.hpp")
 endif()

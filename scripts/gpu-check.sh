@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The prepared check for a GPU machine (docs/cuda.md). Two steps, because the GPU machine has the
+# CUDA toolkit but no Debian -dev packages and no network:
+#
+#   scripts/gpu-check.sh prepare   here (nvcc, Debian packages): builds the CUDA suites into
+#                                  build/gpu and gathers into build/gpu/bundle what must travel:
+#                                  the binaries and the shared libraries the GPU image lacks
+#                                  (Boost.Test, OpenBLAS, ...; not cuBLAS, which the image has)
+#   scripts/gpu-check.sh run       on the GPU machine, from the repository root, with
+#                                  build/gpu/bundle carried: runs every suite, then
+#                                  compute-sanitizer's memcheck on the gated MLP cases, and writes
+#                                  the logs to $OUT (or build/gpu/out); exits non-zero on any
+#                                  failure, 77 when no usable GPU is found.
+#
+# Not yet part of it (docs/cuda.md, "State"): the whole-model forward against the PyTorch
+# fixtures and the benchmarks against PyTorch, which need the device attention and Transformer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+suites=(test_cuda_mlp)
+bundle=build/gpu/bundle
+
+case "${1:-}" in
+prepare)
+  command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+  cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DNLB_ENABLE_CUDA=ON -DNLB_BUILD_TESTS=ON \
+    -DNLB_BUILD_DOC_EXAMPLES=OFF -DNLB_BUILD_NUMERICS_TESTS=OFF -DNLB_BUILD_EXAMPLES=OFF \
+    -DNLB_BUILD_TOOLS=OFF -DNLB_BUILD_BENCHMARKS=OFF >/dev/null
+  cmake --build build/gpu --target "${suites[@]}" -j "$(nproc)"
+  rm -rf "$bundle" && mkdir -p "$bundle/lib"
+  for suite in "${suites[@]}"; do
+    cp "build/gpu/tests/$suite" "$bundle/"
+    # Every shared library the binary loads, except glibc's own, the CUDA driver and cuBLAS (the
+    # GPU image has its own, matching its driver).
+    ldd "build/gpu/tests/$suite" | awk '/=> \//{print $3}' |
+      grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda|libcublas[^/]*)\.so' |
+      xargs -r -I{} cp -L {} "$bundle/lib/"
+  done
+  du -sh "$bundle"
+  ;;
+run)
+  out=${OUT:-build/gpu/out}
+  mkdir -p "$out"
+  export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt" || true
+  status=0
+  for suite in "${suites[@]}"; do
+    set +e
+    "$bundle/$suite" --log_level=message --report_level=short >"$out/$suite.log" 2>&1
+    rc=$?
+    set -e
+    tail -n 5 "$out/$suite.log"
+    echo "$suite: exit $rc"
+    [ "$rc" -eq 77 ] && exit 77  # no usable GPU: nothing else can run
+    [ "$rc" -ne 0 ] && status=1
+    if command -v compute-sanitizer >/dev/null; then
+      set +e
+      compute-sanitizer --tool memcheck --error-exitcode 3 "$bundle/$suite" \
+        --run_test='gated_*' --report_level=short >"$out/$suite.memcheck.log" 2>&1
+      rc=$?
+      set -e
+      tail -n 3 "$out/$suite.memcheck.log"
+      echo "$suite under compute-sanitizer memcheck: exit $rc"
+      [ "$rc" -ne 0 ] && status=1
+    fi
+  done
+  exit $status
+  ;;
+*)
+  echo "usage: scripts/gpu-check.sh prepare|run" >&2
+  exit 2
+  ;;
+esac
