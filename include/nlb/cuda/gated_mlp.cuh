@@ -31,7 +31,12 @@ namespace nlb {
 /// (1-f)·4Tdh + f·2Td² FLOPs, an O(T log T) partition and O(Td) copies.
 template <class MlpT, class SurrogateT, class GateT>
 requires std::is_same_v<typename MlpT::backend_type, backend::cuda>
-class GatedMLP<MlpT, SurrogateT, GateT> {
+class GatedMLP<MlpT, SurrogateT, GateT> : public detail::GatedParts<MlpT, SurrogateT, GateT> {
+  using Parts = detail::GatedParts<MlpT, SurrogateT, GateT>;
+  using Parts::gate_;
+  using Parts::mlp_;
+  using Parts::surrogate_;
+
  public:
   using Scalar = typename MlpT::Scalar;
   using backend_type = backend::cuda;
@@ -57,14 +62,7 @@ class GatedMLP<MlpT, SurrogateT, GateT> {
   };
 
   /// Composes three device parts; throws ShapeError if their widths differ.
-  GatedMLP(MlpT mlp, SurrogateT surrogate, GateT gate)
-      : mlp_(std::move(mlp)), surrogate_(std::move(surrogate)), gate_(std::move(gate)) {
-    check_dim("GatedMLP<cuda>: surrogate input width (MLP d)", mlp_.features(),
-              surrogate_.features());
-    check_dim("GatedMLP<cuda>: surrogate output width (MLP d)", mlp_.features(),
-              surrogate_.out_features());
-    check_dim("GatedMLP<cuda>: gate width (MLP d)", mlp_.features(), gate_.features());
-  }
+  using Parts::Parts;
 
   /// Hard routing on the device. X [T, d] -> Y [T, d] (Y must not alias X). Returns the rows per
   /// path (the partition's count is read back: one synchronisation per call).
@@ -103,17 +101,10 @@ class GatedMLP<MlpT, SurrogateT, GateT> {
     return counts;
   }
 
-  Index features() const { return mlp_.features(); }
-  const MlpT& mlp() const { return mlp_; }
-  const SurrogateT& surrogate() const { return surrogate_; }
-  const GateT& gate() const { return gate_; }
-  /// Mutable gate, to move its threshold without re-uploading the layer.
-  GateT& gate() { return gate_; }
-
- private:
-  MlpT mlp_;
-  SurrogateT surrogate_;
-  GateT gate_;
+  using Parts::features;
+  using Parts::gate;
+  using Parts::mlp;
+  using Parts::surrogate;
 };
 
 /// The device copy of a host GatedMLP (uploads its three parts).

@@ -84,6 +84,35 @@ RouteCounts gated_route(const Eigen::Ref<const Activations<std::type_identity_t<
   return counts;
 }
 
+namespace detail {
+/// The three parts of a gated MLP, their accessors, and the check that their run-time widths fit
+/// together: shared by the host GatedMLP and its device specialisation (nlb/cuda/gated_mlp.cuh).
+template <class MlpT, class SurrogateT, class GateT>
+class GatedParts {
+ public:
+  /// Composes the three parts; throws ShapeError if their run-time widths differ.
+  GatedParts(MlpT mlp, SurrogateT surrogate, GateT gate)
+      : mlp_(std::move(mlp)), surrogate_(std::move(surrogate)), gate_(std::move(gate)) {
+    check_dim("GatedMLP: surrogate input width (MLP d)", mlp_.features(), surrogate_.features());
+    check_dim("GatedMLP: surrogate output width (MLP d)", mlp_.features(),
+              surrogate_.out_features());
+    check_dim("GatedMLP: gate width (MLP d)", mlp_.features(), gate_.features());
+  }
+
+  Index features() const { return mlp_.features(); }
+  const MlpT& mlp() const { return mlp_; }
+  const SurrogateT& surrogate() const { return surrogate_; }
+  const GateT& gate() const { return gate_; }
+  /// Mutable gate, to move its threshold (calibration) without rebuilding the layer.
+  GateT& gate() { return gate_; }
+
+ protected:
+  MlpT mlp_;
+  SurrogateT surrogate_;
+  GateT gate_;
+};
+}  // namespace detail
+
 /// Gated MLP: per token, `score = x·w' + b'` (the gate); rows with score > threshold go to
 /// the surrogate `x W + b`, the rest to the MLP.
 ///
@@ -97,7 +126,12 @@ RouteCounts gated_route(const Eigen::Ref<const Activations<std::type_identity_t<
 /// MlpT: Mlp<T, D, H, ...>; SurrogateT: RidgeSurrogate<T, D, D, ...>; GateT: HyperplaneGate<T, D,
 /// ...>.
 template <class MlpT, class SurrogateT, class GateT>
-class GatedMLP {
+class GatedMLP : public detail::GatedParts<MlpT, SurrogateT, GateT> {
+  using Parts = detail::GatedParts<MlpT, SurrogateT, GateT>;
+  using Parts::gate_;
+  using Parts::mlp_;
+  using Parts::surrogate_;
+
  public:
   // Scalar, backend and width are the parts': each pair that must agree is checked on its own,
   // so the message names the two sides that differ.
@@ -143,13 +177,7 @@ class GatedMLP {
   };
 
   /// Composes the three parts; throws ShapeError if their run-time widths differ.
-  GatedMLP(MlpT mlp, SurrogateT surrogate, GateT gate)
-      : mlp_(std::move(mlp)), surrogate_(std::move(surrogate)), gate_(std::move(gate)) {
-    check_dim("GatedMLP: surrogate input width (MLP d)", mlp_.features(), surrogate_.features());
-    check_dim("GatedMLP: surrogate output width (MLP d)", mlp_.features(),
-              surrogate_.out_features());
-    check_dim("GatedMLP: gate width (MLP d)", mlp_.features(), gate_.features());
-  }
+  using Parts::Parts;
 
   /// Hard routing. X [T, d] -> Y [T, d] (Y must not alias X). Returns the rows per path.
   RouteCounts forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y,
@@ -188,17 +216,10 @@ class GatedMLP {
     }
   }
 
-  Index features() const { return mlp_.features(); }
-  const MlpT& mlp() const { return mlp_; }
-  const SurrogateT& surrogate() const { return surrogate_; }
-  const GateT& gate() const { return gate_; }
-  /// Mutable gate, to move its threshold (calibration) without rebuilding the layer.
-  GateT& gate() { return gate_; }
-
- private:
-  MlpT mlp_;
-  SurrogateT surrogate_;
-  GateT gate_;
+  using Parts::features;
+  using Parts::gate;
+  using Parts::mlp;
+  using Parts::surrogate;
 };
 
 }  // namespace nlb
