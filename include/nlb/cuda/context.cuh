@@ -57,8 +57,10 @@ class Context<backend::cuda, void> {
     if (!status.usable)
       throw DeviceError("backend::cuda: no usable device: " + status.description);
 #if NLB_CUDA_DEVICE_BUILD
-    cuda::detail::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                        "cudaStreamCreate");
+    // A blocking stream (not cudaStreamNonBlocking): copies and allocations on the legacy
+    // default stream (cuda::upload, cuda::download, growing a DeviceMatrix) then wait for the
+    // work queued here and this stream waits for them, so results read back are complete.
+    cuda::detail::check(cudaStreamCreate(&stream_), "cudaStreamCreate");
     cuda::detail::check(cublasCreate(&blas_), "cublasCreate");
     cuda::detail::check(cublasSetStream(blas_, stream_), "cublasSetStream");
     cuda::detail::check(

@@ -104,7 +104,9 @@ void upload_into(const Eigen::MatrixBase<Derived>& host, DeviceView<T> device) {
                  thrust::device_pointer_cast(device.data + r * device.stride));
 }
 
-/// Copies a device view back into a new host row-major matrix. Synchronous.
+/// Copies a device view back into a new host row-major matrix. Synchronous: the copy runs on the
+/// legacy default stream, which waits for the work of every blocking stream, a
+/// Context<backend::cuda>'s included.
 template <class T>
 RowMatrix<std::remove_const_t<T>> download(DeviceView<T> device) {
   RowMatrix<std::remove_const_t<T>> host(device.rows, device.cols);
