@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "nlb/core.hpp"
 
@@ -169,4 +170,32 @@ BOOST_AUTO_TEST_CASE(reserve_gemm_covers_every_smaller_row_count) {
   }
   BOOST_TEST(scratch.lhs_block.size() == a);
   BOOST_TEST(scratch.rhs_block.size() == b);
+}
+
+namespace {
+// A function marked for host and device: under a plain C++ compiler the marker expands to nothing
+// (nlb/core/host_device.hpp), so this is an ordinary host function.
+NLB_HOST_DEVICE constexpr int twice(int x) {
+  return 2 * x;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(backend_context_storage_and_host_device_marker) {
+  static_assert(twice(21) == 42);
+  BOOST_TEST(twice(-4) == -8);
+  // A CPU context holds at least one thread.
+  BOOST_TEST(nlb::Context<nlb::backend::cpu>(4).threads() == 4);
+  BOOST_TEST(nlb::Context<nlb::backend::scalar>(0).threads() == 1);
+  BOOST_TEST(nlb::Context<nlb::backend::cpu>(-3).threads() == 1);
+  // Host backends store row-major Eigen matrices in host memory; CUDA names device memory.
+  static_assert(
+      std::is_same_v<nlb::backend_matrix<nlb::backend::cpu, float>, nlb::RowMatrix<float>>);
+  static_assert(std::is_same_v<nlb::storage_traits<nlb::backend::scalar, double>::memory_space,
+                               nlb::backend::host_memory>);
+  static_assert(std::is_same_v<nlb::backend::cuda::memory_space, nlb::backend::device_memory>);
+  // A view binds a block of a wider matrix without copying.
+  nlb::RowMatrix<float> wide = nlb::RowMatrix<float>::Zero(3, 5);
+  nlb::storage_traits<nlb::backend::cpu, float>::view block = wide.leftCols(2);
+  block(1, 1) = 7.0f;
+  BOOST_TEST(wide(1, 1) == 7.0f);
 }
