@@ -85,7 +85,7 @@ template <class T, std::enable_if_t<is_real<T>, int> = 0>
 NLB_HOST_DEVICE inline T select(bool condition, T if_true, T if_false) {
   return condition ? if_true : if_false;
 }
-/// 2^j · p for an integral-valued j (|j| within the exponent range).
+/// x rounded to the nearest integer in the current rounding mode (ties to even by default).
 template <class T, std::enable_if_t<is_real<T>, int> = 0>
 NLB_HOST_DEVICE inline T nearbyint(T x) {
   if constexpr (std::is_same_v<T, float>)
@@ -93,6 +93,7 @@ NLB_HOST_DEVICE inline T nearbyint(T x) {
   else
     return ::nearbyint(x);
 }
+/// 2^j · p (|j| within the exponent range).
 template <class T, std::enable_if_t<is_real<T>, int> = 0>
 NLB_HOST_DEVICE inline T ldexp(T p, int j) {
   if constexpr (std::is_same_v<T, float>)
