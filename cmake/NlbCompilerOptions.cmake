@@ -43,4 +43,18 @@ function(nlb_apply_cuda_options target)
   if(NLB_WARNINGS_AS_ERRORS)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings>)
   endif()
+  # The host code of a .cu file gets the ISA flags of the C++ files it links with: Eigen's heap
+  # alignment (EIGEN_MAX_ALIGN_BYTES) follows them, and a matrix allocated in one translation
+  # unit and freed in another must agree on it.
+  if(NLB_ISA_FLAGS)
+    separate_arguments(_nlb_isa UNIX_COMMAND "${NLB_ISA_FLAGS}")
+    foreach(flag IN LISTS _nlb_isa)
+      target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${flag}>)
+    endforeach()
+    # GCC 12.2's false reports inside avx512fintrin.h (nlb_apply_project_options above).
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 12.3)
+      target_compile_options(${target} PRIVATE
+        $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wno-uninitialized,-Wno-maybe-uninitialized>)
+    endif()
+  endif()
 endfunction()

@@ -12,17 +12,20 @@
 #                                  the logs to $OUT (or build/gpu/out); exits non-zero on any
 #                                  failure, 77 when no usable GPU is found.
 #
-# Not yet part of it (docs/cuda.md, "State"): the whole-model forward against the PyTorch
-# fixtures and the benchmarks against PyTorch, which need the device attention and Transformer.
+# The suites find models/ and tests/fixtures under $NLB_SOURCE_DIR (set to the repository root
+# here), since the binaries were built elsewhere. Not yet part of it (docs/cuda.md, "State"): the
+# benchmarks against PyTorch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-suites=(test_cuda_mlp)
+suites=(test_cuda_mlp test_cuda_model)
 bundle=build/gpu/bundle
 
 case "${1:-}" in
 prepare)
   command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+  # No ISA flags: the GPU machine's CPU is not this one.
   cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DNLB_ENABLE_CUDA=ON -DNLB_BUILD_TESTS=ON \
+    -DNLB_ISA_FLAGS= \
     -DNLB_BUILD_DOC_EXAMPLES=OFF -DNLB_BUILD_NUMERICS_TESTS=OFF -DNLB_BUILD_EXAMPLES=OFF \
     -DNLB_BUILD_TOOLS=OFF -DNLB_BUILD_BENCHMARKS=OFF >/dev/null
   cmake --build build/gpu --target "${suites[@]}" -j "$(nproc)"
@@ -41,6 +44,7 @@ run)
   out=${OUT:-build/gpu/out}
   mkdir -p "$out"
   export LD_LIBRARY_PATH="$PWD/$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export NLB_SOURCE_DIR="$PWD"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt" || true
   status=0
   for suite in "${suites[@]}"; do

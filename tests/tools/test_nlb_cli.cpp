@@ -193,6 +193,39 @@ BOOST_AUTO_TEST_CASE(eval_json_matches_pytorch_perplexity) {
   BOOST_TEST(std::abs(std::exp(j["mean_loss"].get<double>()) - j["ppl"].get<double>()) <= 1e-9);
 }
 
+// --device cuda: with a usable GPU, eval gives the CPU run's perplexity; without one, a refusal
+// that says why — exit 1 naming the reason no device is usable (an nlb with the CUDA backend), or
+// exit 2 saying the backend was not built — from eval and generate alike, before any output.
+// A device of another name is a usage error.
+BOOST_AUTO_TEST_CASE(device_cuda_runs_or_says_why_not) {
+  const std::string eval = "eval --model '" + tiny_gpt2.string() + "' --text '" +
+                           eval_text.string() + "' --context 128 --max-windows 2 --json";
+  const auto cpu = run_nlb(eval);
+  BOOST_TEST_REQUIRE(cpu.exit_code == 0, cpu.err);
+  const auto gpu = run_nlb(eval + " --device cuda");
+  const auto generated = run_nlb("generate --model '" + tiny_gpt2.string() +
+                                 "' --prompt 'And God' --max-new-tokens 4 --device cuda");
+  BOOST_TEST_MESSAGE("eval --device cuda: exit " << gpu.exit_code << ": " << gpu.err);
+  if (gpu.exit_code == 0) {
+    const double want = nlohmann::json::parse(cpu.out)["ppl"].get<double>();
+    const double got = nlohmann::json::parse(gpu.out)["ppl"].get<double>();
+    BOOST_TEST(std::abs(got / want - 1) <= nlb::test::tol::model_ppl_rel);
+    BOOST_TEST(generated.exit_code == 0, generated.err);
+  } else if (gpu.exit_code == 1) {
+    BOOST_TEST(contains(gpu.err, "no usable device: "));
+    BOOST_TEST(generated.exit_code == 1);
+    BOOST_TEST(contains(generated.err, "no usable device: "));
+    BOOST_TEST(generated.out.empty());
+  } else {
+    BOOST_TEST(gpu.exit_code == 2);
+    BOOST_TEST(contains(gpu.err, "built without the CUDA backend"));
+    BOOST_TEST(generated.exit_code == 2);
+  }
+  const auto other = run_nlb(eval + " --device tpu");
+  BOOST_TEST(other.exit_code == 2);
+  BOOST_TEST(contains(other.err, "--device: expected cpu or cuda, found \"tpu\""));
+}
+
 BOOST_AUTO_TEST_CASE(eval_reads_u16_and_u32_token_files_like_text) {
   const auto tokens = nlb::io::read_text_tokens(eval_text);
   const fs::path u16 = scratch_dir() / "eval.u16.bin", u32 = scratch_dir() / "eval.u32.bin";

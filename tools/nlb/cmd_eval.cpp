@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
+#include "device_model.hpp"
 #include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
 
@@ -10,7 +11,7 @@ namespace nlb::cli {
 
 int run_eval(const std::vector<std::string>& argv) {
   auto options = token_options;
-  options.insert({"model", "context", "max-windows"});
+  options.insert({"model", "context", "max-windows", "device"});
   const Args args(argv, options, {"json"});
   const std::filesystem::path model_dir = args.get("model", default_model().string());
   const auto model = load_model<float>(model_dir);
@@ -19,7 +20,10 @@ int run_eval(const std::vector<std::string>& argv) {
   const Index context = args.integer("context", config.n_positions, 2, config.n_positions);
   const Index max_windows = args.integer("max-windows", 0, 0, 1LL << 40);
   const Progress progress("eval windows");
-  const auto r = evaluate_perplexity(model, tokens, context, max_windows, progress);
+  const auto r = cuda_device_requested(args)
+                     ? evaluate_perplexity(DeviceModel(make_cuda_runner(model), config), tokens,
+                                           context, max_windows, progress)
+                     : evaluate_perplexity(model, tokens, context, max_windows, progress);
   if (args.flag("json")) {
     const nlohmann::json out{{"ppl", r.ppl},
                              {"mean_loss", r.mean_loss},

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "common.hpp"
+#include "device_model.hpp"
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/model/load_model.hpp"
 
@@ -9,7 +10,7 @@ namespace nlb::cli {
 
 int run_forward(const std::vector<std::string>& argv) {
   auto options = token_options;
-  options.insert({"model", "context", "windows", "out"});
+  options.insert({"model", "context", "windows", "out", "device"});
   const Args args(argv, options, {});
   const std::string out = args.get("out");
   const std::filesystem::path model_dir = args.get("model", default_model().string());
@@ -27,11 +28,16 @@ int run_forward(const std::vector<std::string>& argv) {
   std::vector<float> all(static_cast<std::size_t>(windows * context * vocab));
   RowMatrix<float> logits;
   Transformer<float>::Workspace ws;  // one for every window: no allocation per window
+  const std::unique_ptr<DeviceRunner> device =
+      cuda_device_requested(args) ? make_cuda_runner(model) : nullptr;
   const Progress progress("forward windows");
   for (Index w = 0; w < windows; ++w) {
-    model.forward(std::span(tokens).subspan(static_cast<std::size_t>(w * context),
-                                            static_cast<std::size_t>(context)),
-                  logits, ws);
+    const auto window = std::span(tokens).subspan(static_cast<std::size_t>(w * context),
+                                                  static_cast<std::size_t>(context));
+    if (device)
+      device->forward(window, logits, false);
+    else
+      model.forward(window, logits, ws);
     std::copy(logits.data(), logits.data() + logits.size(),
               all.begin() + static_cast<std::ptrdiff_t>(w * context * vocab));
     progress(w + 1, windows);

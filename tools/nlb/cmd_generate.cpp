@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "common.hpp"
+#include "device_model.hpp"
 #include "nlb/model/load_model.hpp"
 #include "nlb/model/sampling.hpp"
 
@@ -21,10 +22,11 @@ void write_piece(std::string_view piece) {
 }  // namespace
 
 int run_generate(const std::vector<std::string>& argv) {
-  const Args args(argv, {"model", "prompt", "max-new-tokens", "top-k", "temperature", "seed"}, {},
-                  {{"tokens", "--max-new-tokens N",
-                    "how many tokens to generate; --tokens is a token-id file in every command"},
-                   {"length", "--max-new-tokens N", "how many tokens to generate"}});
+  const Args args(
+      argv, {"model", "prompt", "max-new-tokens", "top-k", "temperature", "seed", "device"}, {},
+      {{"tokens", "--max-new-tokens N",
+        "how many tokens to generate; --tokens is a token-id file in every command"},
+       {"length", "--max-new-tokens N", "how many tokens to generate"}});
   const std::filesystem::path model_dir = args.get("model", default_model().string());
   const auto model = load_model<float>(model_dir);
   const auto& config = model.config();
@@ -66,13 +68,20 @@ int run_generate(const std::vector<std::string>& argv) {
   const Index count =
       args.integer("max-new-tokens", generate_default_max_new_tokens, 1, config.n_positions);
   TokenSampler sampler(sampling);
-  write_piece(prompt);
-  generate(model, tokens, count, sampler, [&](std::int32_t next) {
+  const auto on_token = [&](std::int32_t next) {
     if (eos && next == *eos)
       return false;  // end of text: not printed
     write_piece(piece(next));
     return true;
-  });
+  };
+  if (cuda_device_requested(args)) {
+    const DeviceModel device(make_cuda_runner(model), config);  // before the prompt is echoed
+    write_piece(prompt);
+    generate(device, tokens, count, sampler, on_token);
+  } else {
+    write_piece(prompt);
+    generate(model, tokens, count, sampler, on_token);
+  }
   write_piece("\n");
   return 0;
 }

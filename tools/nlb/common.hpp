@@ -53,6 +53,14 @@ struct TokenInput {
 /// The --text / --tokens input of eval, forward and spectrum.
 inline const TokenInput single_input{"text", "tokens"};
 
+/// --device cpu|cuda of eval, forward and generate: true for cuda. UsageError for another name.
+inline bool cuda_device_requested(const Args& args) {
+  const std::string device = args.get("device", "cpu");
+  if (device != "cpu" && device != "cuda")
+    throw UsageError("--device: expected cpu or cuda, found \"" + device + "\"");
+  return device == "cuda";
+}
+
 /// The options every subcommand that reads one token stream accepts.
 inline const std::set<std::string> token_options{"text", "tokens", "token-dtype"};
 

@@ -41,6 +41,10 @@ inline const char* token_lines =
 inline const char* model_line =
     "  --model DIR           a Hugging Face model directory (default: models/tiny-gpt2)\n";
 
+inline const std::string device_line =
+    "  --device cpu|cuda     where the forward passes run (default cpu); cuda needs an nlb\n"
+    "                        built with the CUDA backend and a usable GPU (docs/cuda.md)\n";
+
 }  // namespace usage_detail
 
 /// One subcommand: its name, a one-line summary for the overview, and its help page.
@@ -59,28 +63,30 @@ inline const std::vector<CommandHelp>& command_help() {
     std::vector<CommandHelp> c;
     c.push_back({"eval", "perplexity of a model on a text or token-id file",
                  "usage: nlb eval [--model DIR] (--text FILE | --tokens FILE [--token-dtype u32])\n"
-                 "                [--context N] [--max-windows K] [--json]\n\n"
+                 "                [--context N] [--max-windows K] [--device cpu|cuda] [--json]\n\n"
                  "Perplexity under the windowed protocol (PAPERS §A2): non-overlapping windows\n"
                  "from the file start, every position but a window's first predicted.\n\n" +
                      std::string(model_line) + token_lines +
                      "  --context N           window length (default: the model's n_positions)\n"
-                     "  --max-windows K       at most K windows (default 0: all)\n"
+                     "  --max-windows K       at most K windows (default 0: all)\n" +
+                     device_line +
                      "  --json                print the result as one JSON object\n"});
     c.push_back(
         {"forward", "write the logits of the first K windows to a safetensors file",
          "usage: nlb forward [--model DIR] (--text FILE | --tokens FILE [--token-dtype "
          "u32])\n"
-         "                   --context N --windows K --out FILE\n\n"
+         "                   --context N --windows K --out FILE [--device cpu|cuda]\n\n"
          "Writes tensor \"logits\" [K, N, vocab] (F32) of the first K windows of N "
          "tokens.\n\n" +
              std::string(model_line) + token_lines +
              "  --context N           window length (required)\n"
              "  --windows K           how many windows (required)\n"
-             "  --out FILE            the safetensors file (written whole or not at all)\n"});
+             "  --out FILE            the safetensors file (written whole or not at all)\n" +
+             device_line});
     c.push_back(
         {"generate", "continue a prompt, streaming the text",
          "usage: nlb generate [--model DIR] --prompt TEXT [--max-new-tokens N] [--top-k K]\n"
-         "                    [--temperature T] [--seed S]\n\n"
+         "                    [--temperature T] [--seed S] [--device cpu|cuda]\n\n"
          "Continues the prompt with a KV cache and writes the text as it is generated. The\n"
          "prompt is encoded with the model directory's tokenizer (a byte-level model's tokens\n"
          "are its bytes); <|endoftext|> ends the text.\n\n" +
@@ -96,7 +102,7 @@ inline const std::vector<CommandHelp>& command_help() {
              number(sampling.temperature) +
              "; 0: greedy)\n"
              "  --seed S              seed of the sampler (default " +
-             std::to_string(sampling.seed) + ")\n"});
+             std::to_string(sampling.seed) + ")\n" + device_line});
     c.push_back(
         {"budget",
          "the MLP budget report (PAPERS §A, docs/budget.md): surrogates, per-layer cost, gates,\n"

@@ -33,6 +33,10 @@ struct DeviceView {
   }
   /// The first `count` rows.
   DeviceView top_rows(Index count) const { return middle_rows(0, count); }
+  /// Columns [begin, begin + count) as a view (same rows and stride).
+  DeviceView middle_cols(Index begin, Index count) const {
+    return {data + begin, rows, count, stride};
+  }
   /// True when the rows follow each other without gaps (stride == cols).
   bool contiguous() const { return stride == cols || rows <= 1; }
   /// The same memory, read-only.

@@ -1,0 +1,361 @@
+// The CUDA backend's attention and whole model against the CPU and PyTorch: the row operations
+// (LayerNorm rows, causal softmax, rotary, adds, copies, embedding lookup) against the scalar CPU
+// kernels or a direct double computation; DenseAttention on backend::cuda against the host
+// component (with and without partial rotary, with a KV cache over several decode steps);
+// Transformer<T, backend::cuda> on the shipped tiny-gpt2, tiny-neox and tiny-sd against PyTorch's
+// logits (the fixtures of tests/model) and the host model, KV-cache decoding against the full
+// forward, a gated layer with equal RouteCounts, and the refusals (bad tokens, an attention kind
+// with no device form). tiny-sd (S–D attention, no ln_1) likewise.
+//
+// Built twice (docs/cuda.md): with g++ and thrust's host device system, where it runs on any
+// machine; and with nvcc, where it reports Skipped (exit 77) unless a usable GPU is present.
+#define BOOST_TEST_NO_MAIN
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "model_fixture.hpp"
+#include "nlb/attention/dense_attention.hpp"
+#include "nlb/cuda/transformer.cuh"
+#include "nlb/kernels/layer_norm.hpp"
+#include "nlb/kernels/rotary.hpp"
+#include "nlb/model/load_model.hpp"
+#include "random_mlp.hpp"
+#include "test_random.hpp"
+#include "tolerances.hpp"
+
+namespace {
+
+using nlb::Index;
+using nlb::test::normal_matrix;
+using Cuda = nlb::backend::cuda;
+using DeviceContext = nlb::Context<Cuda>;
+namespace tol = nlb::test::tol;
+
+// The repository root: NLB_SOURCE_DIR from the environment when set (scripts/gpu-check.sh runs
+// the binary on another machine), else the one it was built from.
+const std::filesystem::path source_dir =
+    std::getenv("NLB_SOURCE_DIR") != nullptr ? std::getenv("NLB_SOURCE_DIR") : NLB_SOURCE_DIR;
+
+template <class T>
+double kernel_rel() {
+  return std::is_same_v<T, float> ? tol::kernel_float_rel : tol::kernel_double_rel;
+}
+template <class T>
+double attention_rel() {
+  return std::is_same_v<T, float> ? tol::attention_float_rel : tol::attention_double_rel;
+}
+
+// ---- row operations ------------------------------------------------------------------------
+
+template <class T>
+void check_layer_norm() {
+  DeviceContext ctx;
+  const Index rows = 9, d = 37;
+  nlb::RowMatrix<T> x = normal_matrix<T>(rows, d, 2.0, 11);
+  x.row(3).array() += T(1000);  // a row whose mean dwarfs its spread
+  const nlb::RowMatrix<T> gamma = normal_matrix<T>(1, d, 1.0, 12);
+  const nlb::RowMatrix<T> beta = normal_matrix<T>(1, d, 1.0, 13);
+  nlb::RowMatrix<T> want(rows, d);
+  for (Index r = 0; r < rows; ++r)
+    nlb::kernels::layer_norm(nlb::backend::scalar{}, x.row(r).data(), want.row(r).data(),
+                             gamma.data(), beta.data(), d, T(1e-5));
+  auto dx = nlb::cuda::upload(x);
+  nlb::cuda::DeviceMatrix<T> dy(rows, d);
+  const auto dgamma = nlb::cuda::upload(gamma), dbeta = nlb::cuda::upload(beta);
+  nlb::ops::layer_norm_rows<T>(ctx, dx.view(), dy.view(), dgamma.view(), dbeta.view(), T(1e-5));
+  BOOST_TEST(nlb::test::relative_to_max(nlb::cuda::download(dy.view()), want) <= kernel_rel<T>());
+  // In place, as the final norm runs.
+  nlb::ops::layer_norm_rows<T>(ctx, dx.view(), dx.view(), dgamma.view(), dbeta.view(), T(1e-5));
+  BOOST_TEST(nlb::test::relative_to_max(nlb::cuda::download(dx.view()), want) <= kernel_rel<T>());
+  BOOST_CHECK_THROW(
+      nlb::ops::layer_norm_rows<T>(ctx, dx.view(), dy.view(), dgamma.view(), dbeta.view(), T(-1)),
+      nlb::ArgumentError);
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_rows_match_scalar_kernel) {
+  check_layer_norm<float>();
+  check_layer_norm<double>();
+}
+
+// softmax over the causal columns computed directly in double: exp(s − max) / Σ.
+BOOST_AUTO_TEST_CASE(causal_softmax_rows_match_direct_formula) {
+  DeviceContext ctx;
+  for (const Index past : {Index{0}, Index{4}}) {
+    const Index rows = 6, cols = past + rows;
+    const nlb::RowMatrix<double> s = normal_matrix<double>(rows, cols, 3.0, 20 + past);
+    const double scale = 0.37;
+    auto ds = nlb::cuda::upload(s);
+    nlb::ops::causal_softmax_rows<double>(ctx, ds.view(), past, scale);
+    const auto got = nlb::cuda::download(ds.view());
+    double worst = 0;
+    for (Index t = 0; t < rows; ++t) {
+      const Index visible = past + t + 1;
+      const double top = (s.row(t).head(visible) * scale).maxCoeff();
+      double sum = 0;
+      for (Index j = 0; j < visible; ++j)
+        sum += std::exp(s(t, j) * scale - top);
+      for (Index j = 0; j < cols; ++j) {
+        const double want = j < visible ? std::exp(s(t, j) * scale - top) / sum : 0.0;
+        worst = std::max(worst, std::abs(got(t, j) - want));
+      }
+    }
+    BOOST_TEST_MESSAGE("causal softmax, past " << past << ": " << worst);
+    BOOST_TEST(worst <= tol::kernel_double_abs * 10);
+  }
+  nlb::cuda::DeviceMatrix<double> narrow(2, 3);
+  BOOST_CHECK_THROW(nlb::ops::causal_softmax_rows<double>(ctx, narrow.view(), 3, 1.0),
+                    nlb::ArgumentError);
+}
+
+BOOST_AUTO_TEST_CASE(rotary_matches_cpu_kernel) {
+  DeviceContext ctx;
+  const Index rows = 5, heads = 3, head_dim = 8, d = heads * head_dim, rotary = 6, past = 7;
+  const nlb::RowMatrix<float> qkv = normal_matrix<float>(rows, 3 * d, 1.0, 30);
+  nlb::RowMatrix<float> want = qkv;
+  const auto angles = nlb::kernels::rotary_angles<float>(past, rows, rotary, 10000.0);
+  for (Index t = 0; t < rows; ++t) {
+    for (Index h = 0; h < heads; ++h) {
+      for (const Index block : {Index{0}, d}) {  // Q, then K; V stays
+        nlb::kernels::rotate_half(nlb::backend::scalar{}, &want(t, block + h * head_dim), rotary,
+                                  angles.cos.data() + t * rotary / 2,
+                                  angles.sin.data() + t * rotary / 2);
+      }
+    }
+  }
+  auto dqkv = nlb::cuda::upload(qkv);
+  nlb::ops::rotate_queries_keys<float>(ctx, dqkv.view(), heads, rotary, past, 10000.0);
+  const auto got = nlb::cuda::download(dqkv.view());
+  BOOST_TEST(nlb::test::relative_to_max(got, want) <= tol::kernel_float_rel);
+  BOOST_TEST((got.rightCols(d).array() == qkv.rightCols(d).array()).all());  // V untouched
+  BOOST_CHECK_THROW(nlb::ops::rotate_queries_keys<float>(ctx, dqkv.view(), heads, 5, 0, 1e4),
+                    nlb::ArgumentError);
+}
+
+BOOST_AUTO_TEST_CASE(adds_copies_and_embedding_match_eigen) {
+  DeviceContext ctx;
+  const Index rows = 4, d = 6, vocab = 9;
+  const nlb::RowMatrix<double> y = normal_matrix<double>(rows, d, 1.0, 40);
+  const nlb::RowMatrix<double> a = normal_matrix<double>(rows, d, 1.0, 41);
+  const nlb::RowMatrix<double> b = normal_matrix<double>(rows, d, 1.0, 42);
+  auto dy = nlb::cuda::upload(y);
+  const auto da = nlb::cuda::upload(a), db = nlb::cuda::upload(b);
+  nlb::ops::add<double>(ctx, dy.view(), da.view(), db.view());
+  const nlb::RowMatrix<double> want_ab = y + (a + b);
+  BOOST_TEST((nlb::cuda::download(dy.view()).array() == want_ab.array()).all());
+  nlb::ops::add<double>(ctx, dy.view(), da.view());
+  const nlb::RowMatrix<double> want_a = want_ab + a;
+  BOOST_TEST((nlb::cuda::download(dy.view()).array() == want_a.array()).all());
+  nlb::ops::copy<double>(ctx, da.view(), dy.view());
+  BOOST_TEST((nlb::cuda::download(dy.view()).array() == a.array()).all());
+
+  const nlb::RowMatrix<double> token = normal_matrix<double>(vocab, d, 1.0, 43);
+  const nlb::RowMatrix<double> position = normal_matrix<double>(8, d, 1.0, 44);
+  const std::vector<std::int32_t> ids = {3, 0, 8, 3};
+  thrust::device_vector<std::int32_t> dids(ids.begin(), ids.end());
+  const auto dtoken = nlb::cuda::upload(token), dposition = nlb::cuda::upload(position);
+  nlb::ops::embed_rows<double>(ctx, dtoken.view(), dposition.view(),
+                               thrust::raw_pointer_cast(dids.data()), 2, dy.view());
+  const auto got = nlb::cuda::download(dy.view());
+  for (Index t = 0; t < rows; ++t) {
+    const nlb::RowMatrix<double> want =
+        token.row(ids[static_cast<std::size_t>(t)]) + position.row(2 + t);
+    BOOST_TEST((got.row(t).array() == want.array()).all());
+  }
+  BOOST_CHECK_THROW(
+      nlb::ops::embed_rows<double>(ctx, dtoken.view(), dposition.view(),
+                                   thrust::raw_pointer_cast(dids.data()), 5, dy.view()),
+      nlb::ArgumentError);
+}
+
+// ---- DenseAttention ------------------------------------------------------------------------
+
+template <class T>
+nlb::DenseAttention<T> host_attention(Index d, Index heads, Index rotary, std::uint64_t seed) {
+  nlb::AttentionWeights<T> w;
+  w.w_qkv = normal_matrix<T>(d, 3 * d, 0.3, seed);
+  w.b_qkv = normal_matrix<T>(1, 3 * d, 0.1, seed + 1).row(0);
+  w.w_out = normal_matrix<T>(d, d, 0.3, seed + 2);
+  w.b_out = normal_matrix<T>(1, d, 0.1, seed + 3).row(0);
+  return nlb::DenseAttention<T>(std::move(w), heads, rotary);
+}
+
+template <class T>
+void check_dense_attention(Index rotary) {
+  DeviceContext ctx;
+  const Index d = 24, heads = 3;
+  const auto host = host_attention<T>(d, heads, rotary, 60);
+  const auto device = nlb::to_backend(Cuda{}, host);
+  typename nlb::DenseAttention<T>::Workspace host_ws;
+  typename decltype(device)::Workspace ws;
+  for (const Index rows : {Index{1}, Index{5}, Index{17}}) {
+    BOOST_TEST_CONTEXT("T = " << rows << ", rotary " << rotary) {
+      const nlb::RowMatrix<T> X = normal_matrix<T>(rows, d, 1.0, 70 + rows);
+      nlb::Activations<T> want(rows, d);
+      host.forward(X, want, host_ws);
+      const auto dX = nlb::cuda::upload(X);
+      nlb::cuda::DeviceMatrix<T> dY(rows, d);
+      device.forward(ctx, dX.view(), dY.view(), ws);
+      const double err = nlb::test::relative_to_max(nlb::cuda::download(dY.view()), want);
+      BOOST_TEST_MESSAGE("DenseAttention<cuda>: " << err);
+      BOOST_TEST(err <= attention_rel<T>());
+    }
+  }
+  // A prefill of 6 tokens and 4 decode steps against the host component with its own cache.
+  nlb::KVCacheLayer<T> host_cache(16, d);
+  nlb::cuda::KVCacheLayer<T> cache(16, d);
+  const nlb::RowMatrix<T> X = normal_matrix<T>(10, d, 1.0, 90);
+  Index done = 0;
+  for (const Index step : {Index{6}, Index{1}, Index{1}, Index{1}, Index{1}}) {
+    nlb::Activations<T> want(step, d);
+    host.forward(X.middleRows(done, step), want, host_ws, &host_cache);
+    const auto dX = nlb::cuda::upload(X.middleRows(done, step));
+    nlb::cuda::DeviceMatrix<T> dY(step, d);
+    device.forward(ctx, dX.view(), dY.view(), ws, &cache);
+    done += step;
+    BOOST_TEST(cache.length == done);
+    BOOST_TEST(nlb::test::relative_to_max(nlb::cuda::download(dY.view()), want) <=
+               attention_rel<T>());
+  }
+  const auto dX = nlb::cuda::upload(X);
+  nlb::cuda::DeviceMatrix<T> dY(10, d);
+  BOOST_CHECK_THROW(device.forward(ctx, dX.view(), dY.view(), ws, &cache), nlb::ArgumentError);
+}
+
+BOOST_AUTO_TEST_CASE(dense_attention_matches_host) {
+  check_dense_attention<float>(0);
+  check_dense_attention<double>(0);
+  check_dense_attention<float>(4);  // partial rotary: 4 of 8 head dims
+  check_dense_attention<double>(8);
+}
+
+// ---- the whole model -----------------------------------------------------------------------
+
+// Logits of the fixture's first window on the device against PyTorch's (float64) logits and the
+// host model's; then the same tokens decoded with the device KV cache (a prefill of 5, then one
+// token per step) against the full forward.
+void check_model(const std::string& name) {
+  DeviceContext ctx;
+  const auto host = nlb::load_model<float>(source_dir / "models" / name);
+  const auto device = nlb::to_backend(Cuda{}, host);
+  BOOST_TEST(device.layer_count() == host.layer_count());
+  const auto fixture = nlb::io::SafetensorsFile::open(source_dir / "tests/fixtures" /
+                                                      (name + "-reference.safetensors"));
+  const auto tokens = nlb::test::window_tokens(fixture, 0);
+  const Eigen::MatrixXd torch = nlb::test::window_of(fixture, "logits_f64", 0);
+
+  typename nlb::Transformer<float, Cuda>::Workspace ws;
+  nlb::RowMatrix<float> logits, host_logits;
+  device.forward(ctx, tokens, logits, ws);
+  host.forward(tokens, host_logits);
+  const double vs_torch = nlb::test::relative_to_max(logits, torch);
+  const double vs_host = nlb::test::relative_to_max(logits, host_logits);
+  BOOST_TEST_MESSAGE(name << " on backend::cuda: logits vs PyTorch " << vs_torch << ", vs host "
+                          << vs_host);
+  BOOST_TEST(vs_torch <= tol::model_f32_rel);
+  BOOST_TEST(vs_host <= tol::model_f32_rel);
+
+  auto cache = device.make_cache();
+  const Index rows = static_cast<Index>(tokens.size());
+  const std::span<const std::int32_t> all(tokens);
+  nlb::RowMatrix<float> step_logits;
+  device.forward(ctx, all.first(5), step_logits, ws, &cache);
+  double worst = nlb::test::relative_to_max(step_logits, logits.topRows(5));
+  for (Index t = 5; t < rows; ++t) {
+    device.forward(ctx, all.subspan(static_cast<std::size_t>(t), 1), step_logits, ws, &cache);
+    worst = std::max(worst, nlb::test::relative_to_max(step_logits, logits.middleRows(t, 1)));
+  }
+  BOOST_TEST(cache.length() == rows);
+  BOOST_TEST_MESSAGE(name << " decoding with the device cache vs the full forward: " << worst);
+  BOOST_TEST(worst <= tol::model_f32_rel);
+}
+
+BOOST_AUTO_TEST_CASE(tiny_gpt2_matches_pytorch_and_host) {
+  check_model("tiny-gpt2");
+}
+BOOST_AUTO_TEST_CASE(tiny_neox_matches_pytorch_and_host) {
+  check_model("tiny-neox");  // partial rotary, parallel residual, untied unembedding
+}
+BOOST_AUTO_TEST_CASE(tiny_sd_matches_pytorch_and_host) {
+  check_model("tiny-sd");  // S–D attention (diagonal filter, rank 16), no ln_1
+}
+
+// Layer 1 of tiny-gpt2 made a gated MLP (a random surrogate, a gate with threshold 0): the device
+// model routes the same rows and gives the host model's logits.
+BOOST_AUTO_TEST_CASE(gated_layer_routes_as_on_host) {
+  DeviceContext ctx;
+  auto host = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
+  using Slot = nlb::MlpSlot<float>;
+  auto& block = host.layers()[1];
+  const Index d = host.config().d_model;
+  const auto& full = std::get<Slot::MlpTanh>(block.mlp().kind());
+  Slot::Surrogate surrogate(normal_matrix<float>(d, d, 0.05, 100),
+                            normal_matrix<float>(1, d, 0.05, 101).row(0));
+  Slot::Gate gate(nlb::ColVector<float>(normal_matrix<float>(d, 1, 1.0, 102).col(0)), 0.0f, 0.0f);
+  block.mlp() = Slot(Slot::GatedTanh(full, std::move(surrogate), std::move(gate)));
+
+  const auto device = nlb::to_backend(Cuda{}, host);
+  std::vector<std::int32_t> tokens(40);
+  for (std::size_t t = 0; t < tokens.size(); ++t)
+    tokens[t] = static_cast<std::int32_t>((t * 7 + 3) % 200);
+  typename nlb::Transformer<float, Cuda>::Workspace ws;
+  nlb::RowMatrix<float> logits, host_logits;
+  nlb::RouteCounts counts, host_counts;
+  device.forward(ctx, tokens, logits, ws, nullptr, &counts);
+  host.forward(tokens, host_logits, {}, nullptr, &host_counts);
+  BOOST_TEST_MESSAGE("gated layer: " << counts.linear << " linear, " << counts.full << " full");
+  BOOST_TEST(counts.linear == host_counts.linear);
+  BOOST_TEST(counts.full == host_counts.full);
+  BOOST_TEST(counts.linear > 0);
+  BOOST_TEST(counts.full > 0);
+  BOOST_TEST(nlb::test::relative_to_max(logits, host_logits) <= tol::model_f32_rel);
+}
+
+BOOST_AUTO_TEST_CASE(refusals_name_what_is_wrong) {
+  DeviceContext ctx;
+  const auto host = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
+  const auto device = nlb::to_backend(Cuda{}, host);
+  typename nlb::Transformer<float, Cuda>::Workspace ws;
+  nlb::RowMatrix<float> logits;
+  const std::vector<std::int32_t> bad = {1, static_cast<std::int32_t>(host.config().vocab_size)};
+  BOOST_CHECK_EXCEPTION(device.forward(ctx, bad, logits, ws), nlb::ArgumentError,
+                        [](const nlb::ArgumentError& e) {
+                          return std::string(e.what()).find("token 1") != std::string::npos;
+                        });
+  BOOST_CHECK_THROW(device.forward(ctx, std::vector<std::int32_t>{}, logits, ws),
+                    nlb::ArgumentError);
+  std::vector<std::int32_t> too_long(static_cast<std::size_t>(host.config().n_positions) + 1, 1);
+  BOOST_CHECK_THROW(device.forward(ctx, too_long, logits, ws), nlb::ArgumentError);
+
+  // Linear attention has no device form yet: refused at upload, naming the layer and kind.
+  auto linear = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
+  const auto& block = linear.layers()[1];
+  const auto& dense = block.attention().get<nlb::AttentionSlot<float>::Dense>();
+  linear.layers()[1] = nlb::DynamicBlock<float>(
+      block.ln1(),
+      nlb::AttentionSlot<float>(nlb::LinearAttention<float>(dense.weights(), dense.heads())),
+      block.ln2(), block.mlp(), block.parallel_residual(), block.layer_norm_eps());
+  BOOST_CHECK_EXCEPTION(nlb::to_backend(Cuda{}, linear), nlb::ArgumentError,
+                        [](const nlb::ArgumentError& e) {
+                          const std::string what = e.what();
+                          return what.find("layer 1") != std::string::npos &&
+                                 what.find("linear") != std::string::npos;
+                        });
+}
+
+}  // namespace
+
+// Without a usable device the nvcc build reports Skipped to CTest (SKIP_RETURN_CODE 77), never
+// Passed; the host-system build always runs.
+int main(int argc, char* argv[]) {
+  const nlb::cuda::DeviceStatus status = nlb::cuda::device_status();
+  if (!status.usable) {
+    std::cout << "test_cuda_model: skipped: " << status.description << "\n";
+    return 77;
+  }
+  return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
+}

@@ -1,0 +1,39 @@
+// --device cuda (device_model.hpp): the model as Transformer<float, backend::cuda>
+// (nlb/cuda/transformer.cuh), compiled by nvcc.
+#include <memory>
+
+#include "device_model.hpp"
+#include "nlb/cuda/transformer.cuh"
+
+namespace nlb::cli {
+
+namespace {
+
+class CudaRunner final : public DeviceRunner {
+ public:
+  // The context first: it throws DeviceError with the reason before anything touches the device.
+  explicit CudaRunner(const Transformer<float>& host)
+      : ctx_(), model_(to_backend(backend::cuda{}, host)), cache_(model_.make_cache()) {}
+
+  void forward(std::span<const std::int32_t> tokens, RowMatrix<float>& logits,
+               bool use_cache) override {
+    model_.forward(ctx_, tokens, logits, ws_, use_cache ? &cache_ : nullptr);
+  }
+  void reset_cache() override { cache_.clear(); }
+  Index cache_length() const override { return cache_.length(); }
+  Index cache_capacity() const override { return cache_.capacity(); }
+
+ private:
+  Context<backend::cuda> ctx_;
+  Transformer<float, backend::cuda> model_;
+  Transformer<float, backend::cuda>::Workspace ws_;
+  cuda::KVCache<float> cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceRunner> make_cuda_runner(const Transformer<float>& host) {
+  return std::make_unique<CudaRunner>(host);
+}
+
+}  // namespace nlb::cli

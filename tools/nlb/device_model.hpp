@@ -1,0 +1,73 @@
+// --device for the commands that only run forward passes (eval, forward, generate): the model on
+// a compute device, behind a small interface, so that the CUDA code is one nvcc-compiled file
+// (device_cuda.cu, built when the CUDA backend is) and the rest of nlb stays plain C++
+// (device_none.cpp stands in for it otherwise).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "nlb/model/taps.hpp"
+#include "nlb/model/transformer.hpp"
+
+namespace nlb::cli {
+
+/// The forward passes of one model on a device, with one KV cache for decoding.
+class DeviceRunner {
+ public:
+  virtual ~DeviceRunner() = default;
+  /// Logits [T, vocab] of `tokens`; with use_cache the tokens follow the cached ones.
+  virtual void forward(std::span<const std::int32_t> tokens, RowMatrix<float>& logits,
+                       bool use_cache) = 0;
+  /// Empties the KV cache.
+  virtual void reset_cache() = 0;
+  virtual Index cache_length() const = 0;
+  virtual Index cache_capacity() const = 0;
+};
+
+/// The host model uploaded to the first CUDA device. Throws DeviceError naming why no device is
+/// usable (no driver, no device, no kernel image), UsageError when this nlb was built without
+/// the CUDA backend, ArgumentError for a layer kind with no device form.
+std::unique_ptr<DeviceRunner> make_cuda_runner(const Transformer<float>& host);
+
+/// A device model with the host model's calling conventions, for evaluate_perplexity() and
+/// generate() (nlb/model/loss.hpp, sampling.hpp): forward(tokens, logits, ws[, taps, cache]).
+/// Its cache is the runner's one cache (make_cache() empties it).
+class DeviceModel {
+ public:
+  using Scalar = float;
+  struct Workspace {};  // the runner keeps its device workspace
+  class Cache {
+   public:
+    explicit Cache(const DeviceRunner* runner) : runner_(runner) {}
+    Index length() const { return runner_->cache_length(); }
+    Index capacity() const { return runner_->cache_capacity(); }
+
+   private:
+    const DeviceRunner* runner_;
+  };
+
+  DeviceModel(std::unique_ptr<DeviceRunner> runner, const ModelConfig& config)
+      : runner_(std::move(runner)), config_(config) {}
+
+  void forward(std::span<const std::int32_t> tokens, RowMatrix<float>& logits, Workspace&) const {
+    runner_->forward(tokens, logits, false);
+  }
+  void forward(std::span<const std::int32_t> tokens, RowMatrix<float>& logits, Workspace&, NoTaps,
+               Cache*) const {
+    runner_->forward(tokens, logits, true);
+  }
+  Cache make_cache() const {
+    runner_->reset_cache();
+    return Cache(runner_.get());
+  }
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  std::unique_ptr<DeviceRunner> runner_;
+  ModelConfig config_;
+};
+
+}  // namespace nlb::cli

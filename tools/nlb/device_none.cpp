@@ -1,0 +1,13 @@
+// --device cuda in an nlb built without the CUDA backend (no nvcc, or NLB_ENABLE_CUDA=OFF).
+#include "common.hpp"
+#include "device_model.hpp"
+
+namespace nlb::cli {
+
+std::unique_ptr<DeviceRunner> make_cuda_runner(const Transformer<float>&) {
+  throw UsageError(
+      "--device cuda: this nlb was built without the CUDA backend (configure with nvcc found "
+      "and NLB_ENABLE_CUDA=ON; docs/cuda.md)");
+}
+
+}  // namespace nlb::cli
