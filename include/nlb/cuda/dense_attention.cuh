@@ -56,17 +56,8 @@ class DenseAttention<T, D, backend::cuda> {
   void forward(Context<backend::cuda>& ctx, cuda::DeviceView<const T> X, cuda::DeviceView<T> Y,
                Workspace& ws, cuda::KVCacheLayer<T>* cache = nullptr) const {
     const Index d = features(), rows = X.rows, dh = head_dim();
-    check_dim("DenseAttention<cuda>::forward: input width (d)", d, X.cols);
-    check_dim("DenseAttention<cuda>::forward: output rows (T)", rows, Y.rows);
-    check_dim("DenseAttention<cuda>::forward: output width (d)", d, Y.cols);
-    const Index past = cache ? cache->length : 0;
-    if (cache) {
-      check_dim("DenseAttention<cuda>::forward: cache width (d)", d, cache->keys.cols());
-      if (past + rows > cache->capacity())
-        throw ArgumentError(detail::expected_found("DenseAttention<cuda>::forward: cache positions",
-                                                   "at most " + std::to_string(cache->capacity()),
-                                                   past + rows));
-    }
+    const Index past =
+        cuda::detail::check_attention_call<T>("DenseAttention<cuda>::forward", d, X, Y, cache);
     if (rows == 0)
       return;
     ws.qkv.resize(rows, 3 * d);

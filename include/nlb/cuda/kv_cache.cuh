@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
+#include "nlb/core/checks.hpp"
+#include "nlb/core/errors.hpp"
 #include "nlb/core/matrix.hpp"
 #include "nlb/cuda/device_matrix.cuh"
 
@@ -42,5 +45,32 @@ struct KVCache {
       layer.length = 0;
   }
 };
+
+namespace detail {
+
+/// The checks of every device attention's forward(X, Y, ws, cache): X and Y [T, d], and a cache
+/// of width d with room for T more positions. Returns the cached length (0 without a cache).
+/// ShapeError or ArgumentError naming `what` and the quantity.
+template <class T>
+Index check_attention_call(const char* what, Index d, DeviceView<const T> X, DeviceView<T> Y,
+                           const KVCacheLayer<T>* cache) {
+  // The messages are built only on a mismatch: this runs once per layer and decoded token.
+  if (X.cols != d || Y.rows != X.rows || Y.cols != d) {
+    check_dim(std::string(what) + ": input width (d)", d, X.cols);
+    check_dim(std::string(what) + ": output rows (T)", X.rows, Y.rows);
+    check_dim(std::string(what) + ": output width (d)", d, Y.cols);
+  }
+  if (cache == nullptr)
+    return 0;
+  if (cache->keys.cols() != d)
+    check_dim(std::string(what) + ": cache width (d)", d, cache->keys.cols());
+  if (cache->length + X.rows > cache->capacity())
+    throw ArgumentError(nlb::detail::expected_found(std::string(what) + ": cache positions",
+                                                    "at most " + std::to_string(cache->capacity()),
+                                                    cache->length + X.rows));
+  return cache->length;
+}
+
+}  // namespace detail
 
 }  // namespace nlb::cuda

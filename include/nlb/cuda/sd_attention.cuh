@@ -72,17 +72,8 @@ class SDAttention {
   void forward(Context<backend::cuda>& ctx, DeviceView<const T> X, DeviceView<T> Y, Workspace& ws,
                KVCacheLayer<T>* cache = nullptr) const {
     const Index d = features(), rows = X.rows, dh = head_dim();
-    check_dim("cuda::SDAttention::forward: input width (d)", d, X.cols);
-    check_dim("cuda::SDAttention::forward: output rows (T)", rows, Y.rows);
-    check_dim("cuda::SDAttention::forward: output width (d)", d, Y.cols);
-    const Index past = cache ? cache->length : 0;
-    if (cache) {
-      check_dim("cuda::SDAttention::forward: cache width (d)", d, cache->keys.cols());
-      if (past + rows > cache->capacity())
-        throw ArgumentError(nlb::detail::expected_found(
-            "cuda::SDAttention::forward: cache positions",
-            "at most " + std::to_string(cache->capacity()), past + rows));
-    }
+    const Index past =
+        detail::check_attention_call<T>("cuda::SDAttention::forward", d, X, Y, cache);
     if (rows == 0)
       return;
     ws.values.resize(rows, d);
