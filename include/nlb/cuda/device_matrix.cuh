@@ -108,16 +108,31 @@ void upload_into(const Eigen::MatrixBase<Derived>& host, DeviceView<T> device) {
                  thrust::device_pointer_cast(device.data + r * device.stride));
 }
 
-/// Copies a device view back into a new host row-major matrix. Synchronous: the copy runs on the
-/// legacy default stream, which waits for the work of every blocking stream, a
-/// Context<backend::cuda>'s included.
+/// Copies a device view into `host`, resized to its shape (no allocation when the shape is
+/// unchanged: a decoding loop reuses one matrix). Synchronous: the copy runs on the legacy default
+/// stream, which waits for the work of every blocking stream, a Context<backend::cuda>'s
+/// included. One copy for contiguous rows, one per row otherwise.
 template <class T>
-RowMatrix<std::remove_const_t<T>> download(DeviceView<T> device) {
-  RowMatrix<std::remove_const_t<T>> host(device.rows, device.cols);
-  for (Index r = 0; r < device.rows && device.cols > 0; ++r) {
+void download_into(DeviceView<T> device, RowMatrix<std::remove_const_t<T>>& host) {
+  host.resize(device.rows, device.cols);
+  if (device.rows == 0 || device.cols == 0)
+    return;
+  if (device.contiguous()) {
+    const auto first = thrust::device_pointer_cast(device.data);
+    thrust::copy(first, first + device.rows * device.cols, host.data());
+    return;
+  }
+  for (Index r = 0; r < device.rows; ++r) {
     const auto row = thrust::device_pointer_cast(device.data + r * device.stride);
     thrust::copy(row, row + device.cols, host.data() + r * device.cols);
   }
+}
+
+/// Copies a device view back into a new host row-major matrix (download_into).
+template <class T>
+RowMatrix<std::remove_const_t<T>> download(DeviceView<T> device) {
+  RowMatrix<std::remove_const_t<T>> host;
+  download_into(device, host);
   return host;
 }
 

@@ -136,15 +136,16 @@ class BasicTransformer<
         [&](const auto& block, Index layer) { blocks_.push_back(upload_block(block, layer)); });
   }
 
-  /// Logits [T, vocab] of `tokens` (ids in [0, vocab)) copied back into `logits`. Without a
-  /// cache the tokens are positions [0, T); with one they follow its cached positions, whose
-  /// keys and values are reused and extended. `counts` accumulates the rows each gated layer
+  /// Logits [T, vocab] of `tokens` (ids in [0, vocab)) copied back into `logits` (resized; no
+  /// host allocation when its shape is unchanged). Without a cache the tokens are positions
+  /// [0, T); with one they follow its cached positions, whose keys and values are reused and
+  /// extended. `counts` accumulates the rows each gated layer
   /// routed. Throws ArgumentError for an empty sequence, a token out of range or more positions
   /// than n_positions, DeviceError when the device fails.
   void forward(Context<backend::cuda>& ctx, std::span<const std::int32_t> tokens,
                RowMatrix<T>& logits, Workspace& ws, cuda::KVCache<T>* cache = nullptr,
                RouteCounts* counts = nullptr) const {
-    logits = cuda::download(forward_on_device(ctx, tokens, ws, cache, counts));
+    cuda::download_into(forward_on_device(ctx, tokens, ws, cache, counts), logits);
   }
 
   /// forward() leaving the logits [T, vocab] in device memory: a view into ws, valid until the
