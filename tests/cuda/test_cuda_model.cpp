@@ -1,11 +1,12 @@
 // The CUDA backend's attention and whole model against the CPU and PyTorch: the row operations
 // (LayerNorm rows, causal softmax, rotary, adds, copies, embedding lookup) against the scalar CPU
-// kernels or a direct double computation; DenseAttention on backend::cuda against the host
-// component (with and without partial rotary, with a KV cache over several decode steps);
-// Transformer<T, backend::cuda> on the shipped tiny-gpt2, tiny-neox and tiny-sd against PyTorch's
-// logits (the fixtures of tests/model) and the host model, KV-cache decoding against the full
-// forward, a gated layer with equal RouteCounts, and the refusals (bad tokens, an attention kind
-// with no device form). tiny-sd (S–D attention, no ln_1) likewise.
+// kernels or a direct double computation; DenseAttention, LinearAttention and FactoredAttention on
+// backend::cuda against the host components (with and without partial rotary, with a KV cache
+// over several decode steps); Transformer<T, backend::cuda> on the shipped tiny-gpt2, tiny-neox
+// and tiny-sd (S–D attention, no ln_1) against PyTorch's logits (the fixtures of tests/model) and
+// the host model, KV-cache decoding against the full forward, a gated layer with equal
+// RouteCounts, factored and linear layers against the host model, and the refusals (bad tokens,
+// too many positions, a cache with a linear layer).
 //
 // Built twice (docs/cuda.md): with g++ and thrust's host device system, where it runs on any
 // machine; and with nvcc, where it reports Skipped (exit 77) unless a usable GPU is present.
@@ -233,6 +234,105 @@ BOOST_AUTO_TEST_CASE(dense_attention_matches_host) {
   check_dense_attention<double>(8);
 }
 
+// ---- LinearAttention and FactoredAttention ---------------------------------------------------
+
+// The device's chunked prefix sums (values extended by a column of ones) against the host's
+// (denominator summed apart); T = 130 crosses two chunk boundaries of 64 rows.
+template <class T>
+void check_linear_attention(Index rotary) {
+  DeviceContext ctx;
+  const Index d = 24, heads = 3;
+  const auto dense = host_attention<T>(d, heads, rotary, 61);
+  // The scalar backend: the oracle (and no xsimd batch reaches nvcc's device pass).
+  using Host = nlb::LinearAttention<T, nlb::Dynamic, nlb::backend::scalar>;
+  const Host host(dense.weights(), heads, rotary);
+  const auto device = nlb::to_backend(Cuda{}, host);
+  typename Host::Workspace host_ws;
+  typename decltype(device)::Workspace ws;
+  for (const Index rows : {Index{1}, Index{5}, Index{64}, Index{130}}) {
+    BOOST_TEST_CONTEXT("T = " << rows << ", rotary " << rotary) {
+      const nlb::RowMatrix<T> X = normal_matrix<T>(rows, d, 1.0, 80 + rows);
+      nlb::Activations<T> want(rows, d);
+      host.forward(X, want, host_ws);
+      const auto dX = nlb::cuda::upload(X);
+      nlb::cuda::DeviceMatrix<T> dY(rows, d);
+      device.forward(ctx, dX.view(), dY.view(), ws);
+      const double err = nlb::test::relative_to_max(nlb::cuda::download(dY.view()), want);
+      BOOST_TEST_MESSAGE("LinearAttention<cuda>: " << err);
+      BOOST_TEST(err <= attention_rel<T>());
+    }
+  }
+  nlb::cuda::KVCacheLayer<T> cache(8, d);
+  const auto dX = nlb::cuda::upload(normal_matrix<T>(2, d, 1.0, 79));
+  nlb::cuda::DeviceMatrix<T> dY(2, d);
+  BOOST_CHECK_THROW(device.forward(ctx, dX.view(), dY.view(), ws, &cache), nlb::ArgumentError);
+}
+
+BOOST_AUTO_TEST_CASE(linear_attention_matches_host) {
+  check_linear_attention<float>(0);
+  check_linear_attention<double>(0);
+  check_linear_attention<float>(4);
+  check_linear_attention<double>(8);
+}
+
+// Heads of different feature widths (3, 8, 5) with biases and a scale; a prefill and decode
+// steps through the device cache against the host's.
+template <class T>
+void check_factored_attention() {
+  DeviceContext ctx;
+  const Index d = 24;
+  std::vector<nlb::FactoredHead<T>> heads;
+  std::uint64_t seed = 200;
+  for (const Index w : {Index{3}, Index{8}, Index{5}}) {
+    heads.push_back(
+        {normal_matrix<T>(d, w, 0.4, seed), normal_matrix<T>(1, w, 0.2, seed + 1).row(0),
+         normal_matrix<T>(d, w, 0.4, seed + 2), normal_matrix<T>(1, w, 0.2, seed + 3).row(0)});
+    seed += 4;
+  }
+  const nlb::FactoredAttention<T> host(
+      heads, normal_matrix<T>(d, d, 0.3, 220), normal_matrix<T>(1, d, 0.1, 221).row(0),
+      normal_matrix<T>(d, d, 0.3, 222), normal_matrix<T>(1, d, 0.1, 223).row(0), T(0.6));
+  const auto device = nlb::to_backend(Cuda{}, host);
+  typename nlb::FactoredAttention<T>::Workspace host_ws;
+  typename decltype(device)::Workspace ws;
+  for (const Index rows : {Index{1}, Index{5}, Index{17}}) {
+    BOOST_TEST_CONTEXT("T = " << rows) {
+      const nlb::RowMatrix<T> X = normal_matrix<T>(rows, d, 1.0, 230 + rows);
+      nlb::Activations<T> want(rows, d);
+      host.forward(X, want, host_ws);
+      const auto dX = nlb::cuda::upload(X);
+      nlb::cuda::DeviceMatrix<T> dY(rows, d);
+      device.forward(ctx, dX.view(), dY.view(), ws);
+      const double err = nlb::test::relative_to_max(nlb::cuda::download(dY.view()), want);
+      BOOST_TEST_MESSAGE("FactoredAttention<cuda>: " << err);
+      BOOST_TEST(err <= attention_rel<T>());
+    }
+  }
+  nlb::KVCacheLayer<T> host_cache(12, d);
+  nlb::cuda::KVCacheLayer<T> cache(12, d);
+  const nlb::RowMatrix<T> X = normal_matrix<T>(9, d, 1.0, 250);
+  Index done = 0;
+  for (const Index step : {Index{5}, Index{1}, Index{1}, Index{2}}) {
+    nlb::Activations<T> want(step, d);
+    host.forward(X.middleRows(done, step), want, host_ws, &host_cache);
+    const auto dX = nlb::cuda::upload(X.middleRows(done, step));
+    nlb::cuda::DeviceMatrix<T> dY(step, d);
+    device.forward(ctx, dX.view(), dY.view(), ws, &cache);
+    done += step;
+    BOOST_TEST(cache.length == done);
+    BOOST_TEST(nlb::test::relative_to_max(nlb::cuda::download(dY.view()), want) <=
+               attention_rel<T>());
+  }
+  const auto dX = nlb::cuda::upload(X);
+  nlb::cuda::DeviceMatrix<T> dY(9, d);
+  BOOST_CHECK_THROW(device.forward(ctx, dX.view(), dY.view(), ws, &cache), nlb::ArgumentError);
+}
+
+BOOST_AUTO_TEST_CASE(factored_attention_matches_host) {
+  check_factored_attention<float>();
+  check_factored_attention<double>();
+}
+
 // ---- the whole model -----------------------------------------------------------------------
 
 // Logits of the fixture's first window on the device against PyTorch's (float64) logits and the
@@ -335,20 +435,39 @@ BOOST_AUTO_TEST_CASE(refusals_name_what_is_wrong) {
                     nlb::ArgumentError);
   std::vector<std::int32_t> too_long(static_cast<std::size_t>(host.config().n_positions) + 1, 1);
   BOOST_CHECK_THROW(device.forward(ctx, too_long, logits, ws), nlb::ArgumentError);
+}
 
-  // Linear attention has no device form yet: refused at upload, naming the layer and kind.
-  auto linear = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
-  const auto& block = linear.layers()[1];
-  const auto& dense = block.attention().get<nlb::AttentionSlot<float>::Dense>();
-  linear.layers()[1] = nlb::DynamicBlock<float>(
-      block.ln1(),
-      nlb::AttentionSlot<float>(nlb::LinearAttention<float>(dense.weights(), dense.heads())),
-      block.ln2(), block.mlp(), block.parallel_residual(), block.layer_norm_eps());
-  BOOST_CHECK_EXCEPTION(nlb::to_backend(Cuda{}, linear), nlb::ArgumentError,
+// tiny-gpt2 with layer 0's heads as factored attention (the same scores) and layer 1's attention
+// made ELU+1 linear: the device model gives the host model's logits; decoding with a cache is
+// refused, as on the host, naming the KV cache.
+BOOST_AUTO_TEST_CASE(linear_and_factored_layers_match_host) {
+  DeviceContext ctx;
+  auto host = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
+  using Slot = nlb::AttentionSlot<float>;
+  for (const Index layer : {Index{0}, Index{1}}) {
+    const auto& block = host.layers()[static_cast<std::size_t>(layer)];
+    const auto& dense = block.attention().get<Slot::Dense>();
+    Slot attention = layer == 0 ? Slot(nlb::FactoredAttention<float>::from_dense(dense))
+                                : Slot(nlb::LinearAttention<float>(dense.weights(), dense.heads()));
+    host.layers()[static_cast<std::size_t>(layer)] =
+        nlb::DynamicBlock<float>(block.ln1(), std::move(attention), block.ln2(), block.mlp(),
+                                 block.parallel_residual(), block.layer_norm_eps());
+  }
+  const auto device = nlb::to_backend(Cuda{}, host);
+  std::vector<std::int32_t> tokens(70);  // two chunks of the linear layer's prefix sums
+  for (std::size_t t = 0; t < tokens.size(); ++t)
+    tokens[t] = static_cast<std::int32_t>((t * 11 + 5) % 200);
+  typename nlb::Transformer<float, Cuda>::Workspace ws;
+  nlb::RowMatrix<float> logits, host_logits;
+  device.forward(ctx, tokens, logits, ws);
+  host.forward(tokens, host_logits);
+  const double err = nlb::test::relative_to_max(logits, host_logits);
+  BOOST_TEST_MESSAGE("factored + linear layers on backend::cuda vs host: " << err);
+  BOOST_TEST(err <= tol::model_f32_rel);
+  auto cache = device.make_cache();
+  BOOST_CHECK_EXCEPTION(device.forward(ctx, tokens, logits, ws, &cache), nlb::ArgumentError,
                         [](const nlb::ArgumentError& e) {
-                          const std::string what = e.what();
-                          return what.find("layer 1") != std::string::npos &&
-                                 what.find("linear") != std::string::npos;
+                          return std::string(e.what()).find("KV cache") != std::string::npos;
                         });
 }
 

@@ -29,7 +29,7 @@ class DeviceRunner {
 
 /// The host model uploaded to the first CUDA device. Throws DeviceError naming why no device is
 /// usable (no driver, no device, no kernel image), UsageError when this nlb was built without
-/// the CUDA backend, ArgumentError for a layer kind with no device form.
+/// the CUDA backend.
 std::unique_ptr<DeviceRunner> make_cuda_runner(const Transformer<float>& host);
 
 /// A device model with the host model's calling conventions, for evaluate_perplexity() and

@@ -11,7 +11,6 @@
 
 #include <cstdint>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -25,8 +24,10 @@
 #include "nlb/cuda/context.cuh"
 #include "nlb/cuda/dense_attention.cuh"
 #include "nlb/cuda/device_matrix.cuh"
+#include "nlb/cuda/factored_attention.cuh"
 #include "nlb/cuda/gated_mlp.cuh"
 #include "nlb/cuda/kv_cache.cuh"
+#include "nlb/cuda/linear_attention.cuh"
 #include "nlb/cuda/mlp.cuh"
 #include "nlb/cuda/ops.cuh"
 #include "nlb/cuda/ridge_surrogate.cuh"
@@ -59,15 +60,19 @@ struct DeviceMlpKinds {
   };
 };
 
-/// The device counterparts of AttentionSlot's kinds that have one (nlb/model/attention_slot.hpp).
+/// The device counterparts of AttentionSlot's kinds (nlb/model/attention_slot.hpp).
 template <class T>
 struct DeviceAttentionKinds {
   using Dense = DenseAttention<T, Dynamic, backend::cuda>;
   using SD = SDAttention<T>;  // either filter
-  using Variant = std::variant<Dense, SD>;
+  using Linear = LinearAttention<T, Dynamic, backend::cuda>;
+  using Factored = FactoredAttention<T, Dynamic, backend::cuda>;
+  using Variant = std::variant<Dense, SD, Linear, Factored>;
   struct Workspace {
     typename Dense::Workspace dense;
     typename SD::Workspace sd;
+    typename Linear::Workspace linear;
+    typename Factored::Workspace factored;
   };
 };
 
@@ -86,11 +91,12 @@ struct DeviceBlock {
 
 /// Transformer<T, backend::cuda>: a Dynamic-size model whose weights live in device memory.
 /// Built from a host Transformer<T> by to_backend(backend::cuda{}, host), which uploads every
-/// weight once (the host model is not changed and may be dropped). Supported per layer: dense
-/// attention (GPT-2; GPT-NeoX with partial rotary and parallel residual), S–D attention with
-/// either filter (nlb-sd, with or without ln_1), and every MLP kind of MlpSlot (full MLP with
-/// either GELU, ridge surrogate, gated MLP). A layer whose attention is linear or factored is
-/// refused with ArgumentError naming the layer and kind: those have no device form yet.
+/// weight once (the host model is not changed and may be dropped). Every layer kind of the host
+/// model has a device form: each attention kind of AttentionSlot — dense (GPT-2; GPT-NeoX with
+/// partial rotary and parallel residual), S–D with either filter (nlb-sd, with or without ln_1),
+/// ELU+1 linear, factored (converted heads) — and each MLP kind of MlpSlot (full MLP with either
+/// GELU, ridge surrogate, gated MLP). As on the host, a model with a linear-attention layer
+/// cannot decode with a KV cache (ArgumentError).
 ///
 /// forward(): x = E[tokens] (+ P[positions]); every block; ln_f; logits = x Uᵀ — the host
 /// model's formulas (BasicTransformer), with its checks on tokens and positions. Cost ≈ the host
@@ -132,8 +138,7 @@ class BasicTransformer<
       position_ = cuda::upload(emb.position);
     if (emb.unembedding.size() > 0)
       unembedding_ = cuda::upload(emb.unembedding);
-    host.for_each_layer(
-        [&](const auto& block, Index layer) { blocks_.push_back(upload_block(block, layer)); });
+    host.for_each_layer([&](const auto& block, Index) { blocks_.push_back(upload_block(block)); });
   }
 
   /// Logits [T, vocab] of `tokens` (ids in [0, vocab)) copied back into `logits` (resized; no
@@ -187,32 +192,16 @@ class BasicTransformer<
 
  private:
   template <class HostBlock>
-  static DeviceBlock upload_block(const HostBlock& block, Index layer) {
-    const auto& slot = block.attention();
-    using Slot = std::decay_t<decltype(slot)>;
-    if (!slot.template holds<typename Slot::Dense>() &&
-        !slot.template holds<typename Slot::SDDiagonal>() &&
-        !slot.template holds<typename Slot::SDScalar>()) {
-      throw ArgumentError(detail::expected_found(
-          "Transformer<cuda>: attention of layer " + std::to_string(layer),
-          "dense or S-D attention (the kinds with a device form)", slot.kind_name()));
-    }
+  static DeviceBlock upload_block(const HostBlock& block) {
     DeviceBlock out{
         .ln1_gamma = {},
         .ln1_beta = {},
         .ln2_gamma = cuda::upload(block.ln2().gamma),
         .ln2_beta = cuda::upload(block.ln2().beta),
         .attention = std::visit(
-            [](const auto& attention) -> typename AttentionKinds::Variant {
-              using Kind = std::decay_t<decltype(attention)>;
-              if constexpr (std::is_same_v<Kind, typename Slot::Dense> ||
-                            std::is_same_v<Kind, typename Slot::SDDiagonal> ||
-                            std::is_same_v<Kind, typename Slot::SDScalar>)
-                return to_backend(backend::cuda{}, attention);
-              else
-                throw std::logic_error("Transformer<cuda>: kind checked above");
-            },
-            slot.kind()),
+            [](const auto& attention) ->
+            typename AttentionKinds::Variant { return to_backend(backend::cuda{}, attention); },
+            block.attention().kind()),
         .mlp = std::visit([](const auto& mlp) ->
                           typename Kinds::Variant { return to_backend(backend::cuda{}, mlp); },
                           block.mlp().kind()),
@@ -242,8 +231,12 @@ class BasicTransformer<
           using Kind = std::decay_t<decltype(attention)>;
           if constexpr (std::is_same_v<Kind, typename AttentionKinds::Dense>)
             attention.forward(ctx, attn_in, attn_out, ws.attention.dense, cache);
-          else
+          else if constexpr (std::is_same_v<Kind, typename AttentionKinds::SD>)
             attention.forward(ctx, attn_in, attn_out, ws.attention.sd, cache);
+          else if constexpr (std::is_same_v<Kind, typename AttentionKinds::Linear>)
+            attention.forward(ctx, attn_in, attn_out, ws.attention.linear, cache);
+          else
+            attention.forward(ctx, attn_in, attn_out, ws.attention.factored, cache);
         },
         b.attention);
     if (!b.parallel_residual)
@@ -304,7 +297,7 @@ class BasicTransformer<
 };
 
 /// The device copy of a loaded host model: Transformer<T, backend::cuda> (uploads every weight
-/// once). Throws ArgumentError for a layer whose attention kind has no device form.
+/// once).
 template <class T>
 Transformer<T, backend::cuda> to_backend(backend::cuda, const Transformer<T, backend::cpu>& host) {
   return Transformer<T, backend::cuda>(host);
