@@ -116,9 +116,21 @@ inline void extend(double v, double& lo, double& hi) {
 
 }  // namespace detail
 
-/// The chart as a complete SVG document (720 × 420 px).
+/// The chart as a complete SVG document: 420 px high, 720 px wide plus, when some series has a
+/// label, a column on the right for the legend. The legend sits outside the plotting area, so it
+/// never covers a point, bar, line or error bar, wherever the data lie.
 inline std::string render(const Chart& chart) {
   using namespace detail;
+  std::size_t labels = 0, longest_label = 0;
+  for (const auto& s : chart.series) {
+    if (!s.label.empty()) {
+      ++labels;
+      longest_label = std::max(longest_label, s.label.size());
+    }
+  }
+  // About 7 px per character at font size 12 (bytes: generous for non-ASCII labels).
+  const double legend_w = labels > 0 ? 38 + 7.0 * static_cast<double>(longest_label) : 0;
+  const double canvas_w = width + (labels > 0 ? legend_w + 12 : 0);
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo;
   double y_lo = x_lo, y_hi = -x_lo;
   for (const auto& s : chart.series) {
@@ -175,12 +187,12 @@ inline std::string render(const Chart& chart) {
   auto py = [&](double y) { return top + (y_hi - y) / (y_hi - y_lo) * plot_h; };
 
   std::string out;
-  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width) + "\" height=\"" +
-         num(height) + "\" viewBox=\"0 0 " + num(width) + " " + num(height) +
+  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(canvas_w) + "\" height=\"" +
+         num(height) + "\" viewBox=\"0 0 " + num(canvas_w) + " " + num(height) +
          "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   out += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  out += "<text x=\"" + num(width / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" +
-         escape(chart.title) + "</text>\n";
+  out += "<text x=\"" + num(left + plot_w / 2) +
+         "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" + escape(chart.title) + "</text>\n";
   // Grid and y ticks.
   for (double t : y_ticks) {
     out += "<line x1=\"" + num(left) + "\" y1=\"" + num(py(t)) + "\" x2=\"" + num(left + plot_w) +
@@ -267,17 +279,25 @@ inline std::string render(const Chart& chart) {
       }
     }
   }
-  // Legend (only when some series has a label).
-  double legend_y = top + 14;
-  for (std::size_t k = 0; k < chart.series.size(); ++k) {
-    if (chart.series[k].label.empty())
-      continue;
-    const std::string color = palette[k % (sizeof palette / sizeof palette[0])];
-    out += "<rect x=\"" + num(left + 10) + "\" y=\"" + num(legend_y - 9) +
-           "\" width=\"12\" height=\"12\" fill=\"" + color + "\"/>\n";
-    out += "<text x=\"" + num(left + 28) + "\" y=\"" + num(legend_y + 1) + "\">" +
-           escape(chart.series[k].label) + "</text>\n";
-    legend_y += 17;
+  // Legend (only when some series has a label): a framed column right of the plotting area.
+  if (labels > 0) {
+    const double legend_x = left + plot_w + 12;
+    out += "<g class=\"legend\">\n";
+    out += "<rect class=\"legend-box\" x=\"" + num(legend_x) + "\" y=\"" + num(top) +
+           "\" width=\"" + num(legend_w) + "\" height=\"" +
+           num(10 + 17 * static_cast<double>(labels)) + "\" fill=\"white\" stroke=\"#c0c0c0\"/>\n";
+    double legend_y = top + 19;
+    for (std::size_t k = 0; k < chart.series.size(); ++k) {
+      if (chart.series[k].label.empty())
+        continue;
+      const std::string color = palette[k % (sizeof palette / sizeof palette[0])];
+      out += "<rect x=\"" + num(legend_x + 8) + "\" y=\"" + num(legend_y - 10) +
+             "\" width=\"12\" height=\"12\" fill=\"" + color + "\"/>\n";
+      out += "<text x=\"" + num(legend_x + 26) + "\" y=\"" + num(legend_y) + "\">" +
+             escape(chart.series[k].label) + "</text>\n";
+      legend_y += 17;
+    }
+    out += "</g>\n";
   }
   out += "</svg>\n";
   return out;
