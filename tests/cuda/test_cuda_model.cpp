@@ -15,6 +15,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -173,6 +174,63 @@ BOOST_AUTO_TEST_CASE(adds_copies_and_embedding_match_eigen) {
       nlb::ArgumentError);
 }
 
+// ---- attention components against the host ones --------------------------------------------
+
+// The device component against the host one on fresh inputs [T, d] for each T.
+template <class T, class Host, class Device>
+void compare_forwards(const Host& host, const Device& device, Index d,
+                      std::initializer_list<Index> row_counts, std::uint64_t seed,
+                      const std::string& what) {
+  DeviceContext ctx;
+  typename Host::Workspace host_ws;
+  typename Device::Workspace ws;
+  for (const Index rows : row_counts) {
+    BOOST_TEST_CONTEXT(what << ", T = " << rows) {
+      const nlb::RowMatrix<T> X =
+          normal_matrix<T>(rows, d, 1.0, seed + static_cast<std::uint64_t>(rows));
+      nlb::Activations<T> want(rows, d);
+      host.forward(X, want, host_ws);
+      const auto dX = nlb::cuda::upload(X);
+      nlb::cuda::DeviceMatrix<T> dY(rows, d);
+      device.forward(ctx, dX.view(), dY.view(), ws);
+      const double err = nlb::test::relative_to_max(nlb::cuda::download(dY.view()), want);
+      BOOST_TEST_MESSAGE(what << ": " << err);
+      BOOST_TEST(err <= attention_rel<T>());
+    }
+  }
+}
+
+// A prefill and decode steps (`steps` rows per call) through the device KV cache against the
+// host component with its own cache; then a call that would overflow the cache is refused.
+template <class T, class Host, class Device>
+void compare_cached_steps(const Host& host, const Device& device, Index d,
+                          std::initializer_list<Index> steps, std::uint64_t seed) {
+  DeviceContext ctx;
+  typename Host::Workspace host_ws;
+  typename Device::Workspace ws;
+  Index total = 0;
+  for (const Index step : steps)
+    total += step;
+  nlb::KVCacheLayer<T> host_cache(total + 2, d);
+  nlb::cuda::KVCacheLayer<T> cache(total + 2, d);
+  const nlb::RowMatrix<T> X = normal_matrix<T>(total, d, 1.0, seed);
+  Index done = 0;
+  for (const Index step : steps) {
+    nlb::Activations<T> want(step, d);
+    host.forward(X.middleRows(done, step), want, host_ws, &host_cache);
+    const auto dX = nlb::cuda::upload(X.middleRows(done, step));
+    nlb::cuda::DeviceMatrix<T> dY(step, d);
+    device.forward(ctx, dX.view(), dY.view(), ws, &cache);
+    done += step;
+    BOOST_TEST(cache.length == done);
+    BOOST_TEST(nlb::test::relative_to_max(nlb::cuda::download(dY.view()), want) <=
+               attention_rel<T>());
+  }
+  const auto dX = nlb::cuda::upload(X);
+  nlb::cuda::DeviceMatrix<T> dY(total, d);
+  BOOST_CHECK_THROW(device.forward(ctx, dX.view(), dY.view(), ws, &cache), nlb::ArgumentError);
+}
+
 // ---- DenseAttention ------------------------------------------------------------------------
 
 template <class T>
@@ -187,44 +245,12 @@ nlb::DenseAttention<T> host_attention(Index d, Index heads, Index rotary, std::u
 
 template <class T>
 void check_dense_attention(Index rotary) {
-  DeviceContext ctx;
   const Index d = 24, heads = 3;
   const auto host = host_attention<T>(d, heads, rotary, 60);
   const auto device = nlb::to_backend(Cuda{}, host);
-  typename nlb::DenseAttention<T>::Workspace host_ws;
-  typename decltype(device)::Workspace ws;
-  for (const Index rows : {Index{1}, Index{5}, Index{17}}) {
-    BOOST_TEST_CONTEXT("T = " << rows << ", rotary " << rotary) {
-      const nlb::RowMatrix<T> X = normal_matrix<T>(rows, d, 1.0, 70 + rows);
-      nlb::Activations<T> want(rows, d);
-      host.forward(X, want, host_ws);
-      const auto dX = nlb::cuda::upload(X);
-      nlb::cuda::DeviceMatrix<T> dY(rows, d);
-      device.forward(ctx, dX.view(), dY.view(), ws);
-      const double err = nlb::test::relative_to_max(nlb::cuda::download(dY.view()), want);
-      BOOST_TEST_MESSAGE("DenseAttention<cuda>: " << err);
-      BOOST_TEST(err <= attention_rel<T>());
-    }
-  }
-  // A prefill of 6 tokens and 4 decode steps against the host component with its own cache.
-  nlb::KVCacheLayer<T> host_cache(16, d);
-  nlb::cuda::KVCacheLayer<T> cache(16, d);
-  const nlb::RowMatrix<T> X = normal_matrix<T>(10, d, 1.0, 90);
-  Index done = 0;
-  for (const Index step : {Index{6}, Index{1}, Index{1}, Index{1}, Index{1}}) {
-    nlb::Activations<T> want(step, d);
-    host.forward(X.middleRows(done, step), want, host_ws, &host_cache);
-    const auto dX = nlb::cuda::upload(X.middleRows(done, step));
-    nlb::cuda::DeviceMatrix<T> dY(step, d);
-    device.forward(ctx, dX.view(), dY.view(), ws, &cache);
-    done += step;
-    BOOST_TEST(cache.length == done);
-    BOOST_TEST(nlb::test::relative_to_max(nlb::cuda::download(dY.view()), want) <=
-               attention_rel<T>());
-  }
-  const auto dX = nlb::cuda::upload(X);
-  nlb::cuda::DeviceMatrix<T> dY(10, d);
-  BOOST_CHECK_THROW(device.forward(ctx, dX.view(), dY.view(), ws, &cache), nlb::ArgumentError);
+  const std::string what = "DenseAttention<cuda>, rotary " + std::to_string(rotary);
+  compare_forwards<T>(host, device, d, {1, 5, 17}, 70, what);
+  compare_cached_steps<T>(host, device, d, {6, 1, 1, 1, 1}, 90);  // a prefill and 4 decode steps
 }
 
 BOOST_AUTO_TEST_CASE(dense_attention_matches_host) {
@@ -240,28 +266,16 @@ BOOST_AUTO_TEST_CASE(dense_attention_matches_host) {
 // (denominator summed apart); T = 130 crosses two chunk boundaries of 64 rows.
 template <class T>
 void check_linear_attention(Index rotary) {
-  DeviceContext ctx;
   const Index d = 24, heads = 3;
   const auto dense = host_attention<T>(d, heads, rotary, 61);
   // The scalar backend: the oracle (and no xsimd batch reaches nvcc's device pass).
   using Host = nlb::LinearAttention<T, nlb::Dynamic, nlb::backend::scalar>;
   const Host host(dense.weights(), heads, rotary);
   const auto device = nlb::to_backend(Cuda{}, host);
-  typename Host::Workspace host_ws;
+  compare_forwards<T>(host, device, d, {1, 5, 64, 130}, 80,
+                      "LinearAttention<cuda>, rotary " + std::to_string(rotary));
+  DeviceContext ctx;
   typename decltype(device)::Workspace ws;
-  for (const Index rows : {Index{1}, Index{5}, Index{64}, Index{130}}) {
-    BOOST_TEST_CONTEXT("T = " << rows << ", rotary " << rotary) {
-      const nlb::RowMatrix<T> X = normal_matrix<T>(rows, d, 1.0, 80 + rows);
-      nlb::Activations<T> want(rows, d);
-      host.forward(X, want, host_ws);
-      const auto dX = nlb::cuda::upload(X);
-      nlb::cuda::DeviceMatrix<T> dY(rows, d);
-      device.forward(ctx, dX.view(), dY.view(), ws);
-      const double err = nlb::test::relative_to_max(nlb::cuda::download(dY.view()), want);
-      BOOST_TEST_MESSAGE("LinearAttention<cuda>: " << err);
-      BOOST_TEST(err <= attention_rel<T>());
-    }
-  }
   nlb::cuda::KVCacheLayer<T> cache(8, d);
   const auto dX = nlb::cuda::upload(normal_matrix<T>(2, d, 1.0, 79));
   nlb::cuda::DeviceMatrix<T> dY(2, d);
@@ -293,39 +307,8 @@ void check_factored_attention() {
       heads, normal_matrix<T>(d, d, 0.3, 220), normal_matrix<T>(1, d, 0.1, 221).row(0),
       normal_matrix<T>(d, d, 0.3, 222), normal_matrix<T>(1, d, 0.1, 223).row(0), T(0.6));
   const auto device = nlb::to_backend(Cuda{}, host);
-  typename nlb::FactoredAttention<T>::Workspace host_ws;
-  typename decltype(device)::Workspace ws;
-  for (const Index rows : {Index{1}, Index{5}, Index{17}}) {
-    BOOST_TEST_CONTEXT("T = " << rows) {
-      const nlb::RowMatrix<T> X = normal_matrix<T>(rows, d, 1.0, 230 + rows);
-      nlb::Activations<T> want(rows, d);
-      host.forward(X, want, host_ws);
-      const auto dX = nlb::cuda::upload(X);
-      nlb::cuda::DeviceMatrix<T> dY(rows, d);
-      device.forward(ctx, dX.view(), dY.view(), ws);
-      const double err = nlb::test::relative_to_max(nlb::cuda::download(dY.view()), want);
-      BOOST_TEST_MESSAGE("FactoredAttention<cuda>: " << err);
-      BOOST_TEST(err <= attention_rel<T>());
-    }
-  }
-  nlb::KVCacheLayer<T> host_cache(12, d);
-  nlb::cuda::KVCacheLayer<T> cache(12, d);
-  const nlb::RowMatrix<T> X = normal_matrix<T>(9, d, 1.0, 250);
-  Index done = 0;
-  for (const Index step : {Index{5}, Index{1}, Index{1}, Index{2}}) {
-    nlb::Activations<T> want(step, d);
-    host.forward(X.middleRows(done, step), want, host_ws, &host_cache);
-    const auto dX = nlb::cuda::upload(X.middleRows(done, step));
-    nlb::cuda::DeviceMatrix<T> dY(step, d);
-    device.forward(ctx, dX.view(), dY.view(), ws, &cache);
-    done += step;
-    BOOST_TEST(cache.length == done);
-    BOOST_TEST(nlb::test::relative_to_max(nlb::cuda::download(dY.view()), want) <=
-               attention_rel<T>());
-  }
-  const auto dX = nlb::cuda::upload(X);
-  nlb::cuda::DeviceMatrix<T> dY(9, d);
-  BOOST_CHECK_THROW(device.forward(ctx, dX.view(), dY.view(), ws, &cache), nlb::ArgumentError);
+  compare_forwards<T>(host, device, d, {1, 5, 17}, 230, "FactoredAttention<cuda>");
+  compare_cached_steps<T>(host, device, d, {5, 1, 1, 2}, 250);
 }
 
 BOOST_AUTO_TEST_CASE(factored_attention_matches_host) {

@@ -10,6 +10,7 @@
 #include "nlb/core/checks.hpp"
 #include "nlb/core/matrix.hpp"
 #include "nlb/cuda/context.cuh"
+#include "nlb/cuda/detail/qkv_projection.cuh"
 #include "nlb/cuda/device_matrix.cuh"
 #include "nlb/cuda/kv_cache.cuh"
 #include "nlb/cuda/ops.cuh"
@@ -41,14 +42,7 @@ class DenseAttention<T, D, backend::cuda> {
 
   /// Uploads a host attention's weights, head count and rotary settings.
   template <class HostBackend>
-  explicit DenseAttention(const DenseAttention<T, D, HostBackend>& host)
-      : w_qkv_(cuda::upload(host.weights().w_qkv)),
-        b_qkv_(cuda::upload(host.weights().b_qkv)),
-        w_out_(cuda::upload(host.weights().w_out)),
-        b_out_(cuda::upload(host.weights().b_out)),
-        n_heads_(host.heads()),
-        rotary_dims_(host.rotary_dims()),
-        rotary_base_(host.rotary_base()) {}
+  explicit DenseAttention(const DenseAttention<T, D, HostBackend>& host) : projection_(host) {}
 
   /// Y = attention(X) on the device. X [T, d], Y [T, d] (Y must not alias X). With a cache, X's
   /// tokens follow the cached ones and their keys and values are appended (ArgumentError when
@@ -62,8 +56,7 @@ class DenseAttention<T, D, backend::cuda> {
       return;
     ws.qkv.resize(rows, 3 * d);
     const cuda::DeviceView<T> qkv = ws.qkv.view();  // [T, 3d]
-    ops::gemm_bias<T>(ctx, X, w_qkv_.view(), b_qkv_.view(), qkv);
-    ops::rotate_queries_keys<T>(ctx, qkv, n_heads_, rotary_dims_, past, rotary_base_);
+    projection_.project(ctx, X, qkv, past);
 
     const Index span = past + rows;  // S: every position a new token may attend to
     cuda::DeviceView<const T> keys = qkv.middle_cols(d, d), values = qkv.middle_cols(2 * d, d);
@@ -78,29 +71,23 @@ class DenseAttention<T, D, backend::cuda> {
     ws.context.resize(rows, d);
     const cuda::DeviceView<T> scores = ws.scores.view(), context = ws.context.view();
     const T scale = T(1) / std::sqrt(static_cast<T>(dh));
-    for (Index h = 0; h < n_heads_; ++h) {
+    for (Index h = 0; h < heads(); ++h) {
       const cuda::DeviceView<const T> q = qkv.middle_cols(h * dh, dh);  // [T, d_h]
       ops::gemm<T>(ctx, q, keys.middle_cols(h * dh, dh), scores, T(1), T(0), false, true);
       ops::causal_softmax_rows<T>(ctx, scores, past, scale);
       ops::gemm<T>(ctx, scores, values.middle_cols(h * dh, dh), context.middle_cols(h * dh, dh));
     }
-    ops::gemm_bias<T>(ctx, context, w_out_.view(), b_out_.view(), Y);  // [T, d]
+    projection_.output(ctx, context, Y);  // [T, d]
   }
 
-  Index features() const { return w_out_.rows(); }
-  Index heads() const { return n_heads_; }
-  Index head_dim() const { return n_heads_ > 0 ? features() / n_heads_ : 0; }
-  Index rotary_dims() const { return rotary_dims_; }
-  double rotary_base() const { return rotary_base_; }
+  Index features() const { return projection_.features(); }
+  Index heads() const { return projection_.heads(); }
+  Index head_dim() const { return projection_.head_dim(); }
+  Index rotary_dims() const { return projection_.rotary_dims(); }
+  double rotary_base() const { return projection_.rotary_base(); }
 
  private:
-  cuda::DeviceMatrix<T> w_qkv_;  // [d, 3d]
-  cuda::DeviceMatrix<T> b_qkv_;  // [1, 3d]
-  cuda::DeviceMatrix<T> w_out_;  // [d, d]
-  cuda::DeviceMatrix<T> b_out_;  // [1, d]
-  Index n_heads_ = 0;
-  Index rotary_dims_ = 0;
-  double rotary_base_ = 10000.0;
+  cuda::detail::QkvProjection<T> projection_;  // w_qkv, b_qkv, w_out, b_out, heads, rotary
 };
 
 /// The device copy of a host dense attention (uploads its weights once).

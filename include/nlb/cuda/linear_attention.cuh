@@ -11,6 +11,7 @@
 #include "nlb/core/host_device.hpp"
 #include "nlb/core/matrix.hpp"
 #include "nlb/cuda/context.cuh"
+#include "nlb/cuda/detail/qkv_projection.cuh"
 #include "nlb/cuda/device_matrix.cuh"
 #include "nlb/cuda/kv_cache.cuh"
 #include "nlb/cuda/ops.cuh"
@@ -90,14 +91,7 @@ class LinearAttention<T, D, backend::cuda> {
 
   /// Uploads a host linear attention's weights, head count and rotary settings.
   template <class HostBackend>
-  explicit LinearAttention(const LinearAttention<T, D, HostBackend>& host)
-      : w_qkv_(cuda::upload(host.weights().w_qkv)),
-        b_qkv_(cuda::upload(host.weights().b_qkv)),
-        w_out_(cuda::upload(host.weights().w_out)),
-        b_out_(cuda::upload(host.weights().b_out)),
-        n_heads_(host.heads()),
-        rotary_dims_(host.rotary_dims()),
-        rotary_base_(host.rotary_base()) {}
+  explicit LinearAttention(const LinearAttention<T, D, HostBackend>& host) : projection_(host) {}
 
   /// Y = linear_attention(X) over positions [0, T) on the device. X [T, d], Y [T, d] (Y must not
   /// alias X). `cache` must be null (ArgumentError otherwise). ShapeError on a mismatch.
@@ -113,8 +107,7 @@ class LinearAttention<T, D, backend::cuda> {
       return;
     ws.qkv.resize(rows, 3 * d);
     const cuda::DeviceView<T> qkv = ws.qkv.view();  // [T, 3d]
-    ops::gemm_bias<T>(ctx, X, w_qkv_.view(), b_qkv_.view(), qkv);
-    ops::rotate_queries_keys<T>(ctx, qkv, n_heads_, rotary_dims_, 0, rotary_base_);
+    projection_.project(ctx, X, qkv, 0);
     ops::transform<T>(ctx, qkv.middle_cols(0, 2 * d), kernels::EluFeatureOp{});  // φ on Q and K
 
     ws.values.resize(rows, dh + 1);
@@ -123,7 +116,7 @@ class LinearAttention<T, D, backend::cuda> {
     ws.context.resize(rows, d);
     const cuda::DeviceView<T> values = ws.values.view(), numerators = ws.numerators.view(),
                               state = ws.state.view(), context = ws.context.view();
-    for (Index h = 0; h < n_heads_; ++h) {
+    for (Index h = 0; h < heads(); ++h) {
       cuda::detail::for_each_index(
           ctx, rows * (dh + 1),
           cuda::detail::ValuesWithOnes<T>{qkv.data + 2 * d + h * dh, qkv.stride, values.data,
@@ -151,23 +144,17 @@ class LinearAttention<T, D, backend::cuda> {
           cuda::detail::DivideByLastColumn<T>{numerators.data, numerators.stride,
                                               context.data + h * dh, context.stride, dh});
     }
-    ops::gemm_bias<T>(ctx, context, w_out_.view(), b_out_.view(), Y);  // [T, d]
+    projection_.output(ctx, context, Y);  // [T, d]
   }
 
-  Index features() const { return w_out_.rows(); }
-  Index heads() const { return n_heads_; }
-  Index head_dim() const { return n_heads_ > 0 ? features() / n_heads_ : 0; }
-  Index rotary_dims() const { return rotary_dims_; }
-  double rotary_base() const { return rotary_base_; }
+  Index features() const { return projection_.features(); }
+  Index heads() const { return projection_.heads(); }
+  Index head_dim() const { return projection_.head_dim(); }
+  Index rotary_dims() const { return projection_.rotary_dims(); }
+  double rotary_base() const { return projection_.rotary_base(); }
 
  private:
-  cuda::DeviceMatrix<T> w_qkv_;  // [d, 3d]
-  cuda::DeviceMatrix<T> b_qkv_;  // [1, 3d]
-  cuda::DeviceMatrix<T> w_out_;  // [d, d]
-  cuda::DeviceMatrix<T> b_out_;  // [1, d]
-  Index n_heads_ = 0;
-  Index rotary_dims_ = 0;
-  double rotary_base_ = 10000.0;
+  cuda::detail::QkvProjection<T> projection_;  // w_qkv, b_qkv, w_out, b_out, heads, rotary
 };
 
 /// The device copy of a host linear attention (uploads its weights once).
