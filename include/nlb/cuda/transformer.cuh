@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -68,12 +69,9 @@ struct DeviceAttentionKinds {
   using Linear = LinearAttention<T, Dynamic, backend::cuda>;
   using Factored = FactoredAttention<T, Dynamic, backend::cuda>;
   using Variant = std::variant<Dense, SD, Linear, Factored>;
-  struct Workspace {
-    typename Dense::Workspace dense;
-    typename SD::Workspace sd;
-    typename Linear::Workspace linear;
-    typename Factored::Workspace factored;
-  };
+  /// One workspace per kind, found by type as AttentionSlot's are.
+  using Workspace = std::tuple<typename Dense::Workspace, typename SD::Workspace,
+                               typename Linear::Workspace, typename Factored::Workspace>;
 };
 
 /// One block of a device model: its LayerNorms, attention kind and MLP kind.
@@ -229,14 +227,8 @@ class BasicTransformer<
     std::visit(
         [&](const auto& attention) {
           using Kind = std::decay_t<decltype(attention)>;
-          if constexpr (std::is_same_v<Kind, typename AttentionKinds::Dense>)
-            attention.forward(ctx, attn_in, attn_out, ws.attention.dense, cache);
-          else if constexpr (std::is_same_v<Kind, typename AttentionKinds::SD>)
-            attention.forward(ctx, attn_in, attn_out, ws.attention.sd, cache);
-          else if constexpr (std::is_same_v<Kind, typename AttentionKinds::Linear>)
-            attention.forward(ctx, attn_in, attn_out, ws.attention.linear, cache);
-          else
-            attention.forward(ctx, attn_in, attn_out, ws.attention.factored, cache);
+          attention.forward(ctx, attn_in, attn_out,
+                            std::get<typename Kind::Workspace>(ws.attention), cache);
         },
         b.attention);
     if (!b.parallel_residual)
