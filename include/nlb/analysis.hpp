@@ -13,3 +13,4 @@
 #include "nlb/analysis/mlp_variants.hpp"
 #include "nlb/analysis/probes.hpp"
 #include "nlb/analysis/tap_collection.hpp"
+#include "nlb/analysis/variant_engine.hpp"

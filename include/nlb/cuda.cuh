@@ -16,3 +16,4 @@
 #include "nlb/cuda/row_ops.cuh"
 #include "nlb/cuda/sd_attention.cuh"
 #include "nlb/cuda/transformer.cuh"
+#include "nlb/cuda/variant_engine.cuh"

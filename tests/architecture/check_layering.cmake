@@ -20,7 +20,7 @@ set(allowed_io core io)
 set(allowed_text core io text)
 set(allowed_model core kernels ops mlp attention io model)
 set(allowed_analysis core kernels ops mlp attention io model analysis)
-set(allowed_cuda core kernels ops mlp attention model cuda)
+set(allowed_cuda core kernels ops mlp attention model analysis cuda)
 set(families core kernels ops mlp attention io text model analysis cuda)
 
 # family_of(<out> <path relative to INCLUDE_ROOT>)

@@ -6,7 +6,8 @@
 // and tiny-sd (S–D attention, no ln_1) against PyTorch's logits (the fixtures of tests/model) and
 // the host model, KV-cache decoding against the full forward, a gated layer with equal
 // RouteCounts, factored and linear layers against the host model, and the refusals (bad tokens,
-// too many positions, a cache with a linear layer).
+// too many positions, a cache with a linear layer); the budget pipeline's passes on the device
+// (cuda::DeviceVariants) against the host engine, alone and through the whole of run_budget.
 //
 // Built twice (docs/cuda.md): with g++ and thrust's host device system, where it runs on any
 // machine; and with nvcc, where it reports Skipped (exit 77) unless a usable GPU is present.
@@ -21,8 +22,11 @@
 #include <vector>
 
 #include "model_fixture.hpp"
+#include "nlb/analysis/budget.hpp"
 #include "nlb/attention/dense_attention.hpp"
 #include "nlb/cuda/transformer.cuh"
+#include "nlb/cuda/variant_engine.cuh"
+#include "nlb/io/token_file.hpp"
 #include "nlb/kernels/layer_norm.hpp"
 #include "nlb/kernels/rotary.hpp"
 #include "nlb/model/load_model.hpp"
@@ -452,6 +456,161 @@ BOOST_AUTO_TEST_CASE(linear_and_factored_layers_match_host) {
                         [](const nlb::ArgumentError& e) {
                           return std::string(e.what()).find("KV cache") != std::string::npos;
                         });
+}
+
+// ---- the budget pipeline's passes (cuda::DeviceVariants) ---------------------------------
+
+// Random surrogates for every layer of `host` and a gate for a layer (weights N(0, 1), so
+// threshold 0 routes about half the rows each way).
+struct RandomParts {
+  using Surrogate = nlb::RidgeSurrogate<float, nlb::Dynamic, nlb::Dynamic>;
+  using Gate = nlb::HyperplaneGate<float, nlb::Dynamic>;
+  std::vector<Surrogate> surrogates;
+  explicit RandomParts(const nlb::Transformer<float>& host) {
+    const Index d = host.config().d_model;
+    for (Index l = 0; l < host.layer_count(); ++l)
+      surrogates.emplace_back(normal_matrix<float>(d, d, 0.05, 200 + l),
+                              normal_matrix<float>(1, d, 0.05, 300 + l).row(0));
+  }
+  Gate gate(Index layer, float threshold) const {
+    const Index d = surrogates[0].features();
+    return Gate(nlb::ColVector<float>(normal_matrix<float>(d, 1, 1.0, 400 + layer).col(0)), 0.0f,
+                threshold);
+  }
+};
+
+void check_same_losses(const nlb::VariantLosses& device, const nlb::VariantLosses& host) {
+  auto worst = [](const std::vector<double>& a, const std::vector<double>& b) {
+    BOOST_REQUIRE_EQUAL(a.size(), b.size());
+    double w = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      w = std::max(w, std::abs(a[i] - b[i]));
+    return w;
+  };
+  BOOST_TEST(worst(device.base, host.base) <= tol::engine_loss_f32_abs);
+  BOOST_REQUIRE_EQUAL(device.variant.size(), host.variant.size());
+  double losses = 0;
+  for (std::size_t v = 0; v < host.variant.size(); ++v) {
+    losses = std::max(losses, worst(device.variant[v], host.variant[v]));
+    for (std::size_t l = 0; l < host.counts[v].size(); ++l) {
+      BOOST_TEST(device.counts[v][l].linear == host.counts[v][l].linear);
+      BOOST_TEST(device.counts[v][l].full == host.counts[v][l].full);
+    }
+  }
+  BOOST_TEST_MESSAGE("DeviceVariants vs measure_variants: losses within " << losses);
+  BOOST_TEST(losses <= tol::engine_loss_f32_abs);
+}
+
+// Every layer linear alone, one layer gated, and a joint variant (two gated layers and a
+// linear one) on three windows of tiny-gpt2: the device gives the host engine's losses and
+// route counts, with the kept stream (variants from their first replaced layer) and without.
+BOOST_AUTO_TEST_CASE(device_variants_measure_as_host) {
+  DeviceContext ctx;
+  const auto host = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
+  const RandomParts parts(host);
+  auto variants = nlb::one_layer_linear_variants(parts.surrogates);
+  nlb::MlpVariant<float> gated, joint;
+  gated.add_gated(1, parts.surrogates[1], parts.gate(1, 0.0f));
+  joint.add_gated(3, parts.surrogates[3], parts.gate(3, 0.5f));
+  joint.add_linear(2, parts.surrogates[2]);
+  joint.add_gated(1, parts.surrogates[1], parts.gate(1, -0.5f));
+  variants.push_back(gated);
+  variants.push_back(joint);
+  std::vector<std::int32_t> tokens(3 * 33 + 5);
+  for (std::size_t t = 0; t < tokens.size(); ++t)
+    tokens[t] = static_cast<std::int32_t>((t * 7 + 3) % 200);
+
+  nlb::cuda::DeviceVariants<float> device(ctx, host);
+  for (const bool with_base : {true, false}) {
+    Index progress_calls = 0;
+    const auto on_device =
+        device.measure(tokens, 3, 33, variants, with_base, [&](Index, Index) { ++progress_calls; });
+    const auto on_host = nlb::measure_variants(host, tokens, 3, 33, variants, with_base);
+    BOOST_TEST(progress_calls == 3);
+    BOOST_TEST(on_device.base.size() == (with_base ? std::size_t{3 * 32} : std::size_t{0}));
+    check_same_losses(on_device, on_host);
+  }
+  // The gated variant really routed both ways.
+  const auto r = device.measure(tokens, 3, 33, {gated}, false);
+  BOOST_TEST(r.counts[0][1].linear > 0);
+  BOOST_TEST(r.counts[0][1].full > 0);
+
+  // The timings run the same routing as the host's (their route counts; no timing asserted).
+  const auto forward = device.time_forward(tokens, 2, 33, joint, 1);
+  const auto host_forward = nlb::time_forward(host, tokens, 2, 33, joint, 1);
+  BOOST_TEST(forward.gated_linear_fraction == host_forward.gated_linear_fraction);
+  const auto decode = device.time_decode(tokens, 20, joint, 1);
+  const auto host_decode = nlb::time_decode(host, tokens, 20, joint, 1);
+  BOOST_TEST(decode.gated_linear_fraction == host_decode.gated_linear_fraction);
+
+  // Refusals, as on the host.
+  nlb::MlpVariant<float> twice;
+  twice.add_linear(1, parts.surrogates[1]);
+  twice.add_linear(1, parts.surrogates[1]);
+  BOOST_CHECK_THROW(device.measure(tokens, 3, 33, {twice}, true), nlb::ArgumentError);
+  BOOST_CHECK_THROW(device.measure(tokens, 3, 1, variants, true), nlb::ArgumentError);
+  BOOST_CHECK_THROW(device.measure(tokens, 4, 33, variants, true), nlb::ArgumentError);
+  BOOST_CHECK_THROW(device.time_decode(tokens, 0, joint, 1), nlb::ArgumentError);
+}
+
+// The whole budget pipeline (a small protocol on tiny-gpt2 and the shipped texts) with the device
+// engine against the host one: the same perplexities within the model tolerance, the same
+// calibration path, and Δ% within the engines' rounding.
+BOOST_AUTO_TEST_CASE(run_budget_on_device_equals_host) {
+  DeviceContext ctx;
+  const auto host = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
+  auto text = [](const char* name, std::size_t n) {
+    auto t = nlb::io::read_text_tokens(source_dir / "data" / name);
+    t.resize(std::min(t.size(), n));
+    return t;
+  };
+  const auto fit = text("kjv-fit.txt", 1000), label = text("kjv-label.txt", 1000),
+             eval = text("kjv-eval.txt", 8 * 32), cross = text("jargon-eval.txt", 4 * 32);
+  nlb::BudgetProtocol p;
+  p.context = 32;
+  p.fit_tokens = 600;
+  p.label_tokens = 600;
+  p.budgets_pct = {1.0, 3.0};
+  p.bootstrap_resamples = 100;
+  p.calibration_step = 0.25;
+  p.timing_windows = 2;
+  p.timing_repetitions = 1;
+  p.decode_steps = 8;
+  p.no_fly_min_count = 2;
+  nlb::cuda::DeviceVariants<float> device(ctx, host);
+  const auto on_device = nlb::run_budget(
+      host, fit, label, eval, cross, p, {},
+      {"fit tokens", "label tokens", "eval tokens", "cross tokens"}, device.engine());
+  const auto on_host = nlb::run_budget(host, fit, label, eval, cross, p);
+  auto rel = [](double a, double b) { return std::abs(a - b) / std::abs(b); };
+  BOOST_TEST(rel(on_device.label.baseline_ppl, on_host.label.baseline_ppl) <=
+             tol::engine_loss_f32_abs);
+  BOOST_TEST(rel(on_device.eval.baseline_ppl, on_host.eval.baseline_ppl) <=
+             tol::engine_loss_f32_abs);
+  BOOST_TEST(rel(on_device.no_fly.cross_baseline_ppl, on_host.no_fly.cross_baseline_ppl) <=
+             tol::engine_loss_f32_abs);
+  for (std::size_t l = 0; l < on_host.eval.layers.size(); ++l) {
+    BOOST_TEST(rel(on_device.label.all_linear_ppl[l], on_host.label.all_linear_ppl[l]) <=
+               tol::engine_loss_f32_abs);
+    BOOST_TEST(rel(on_device.eval.layers[l].gate_ppl, on_host.eval.layers[l].gate_ppl) <=
+               tol::engine_loss_f32_abs);
+  }
+  BOOST_REQUIRE_EQUAL(on_device.label.calibration.path.size(),
+                      on_host.label.calibration.path.size());
+  BOOST_TEST(on_host.label.calibration.path.size() > 1);  // the search took steps
+  for (std::size_t i = 0; i < on_host.label.calibration.path.size(); ++i) {
+    const auto &a = on_device.label.calibration.path[i], &b = on_host.label.calibration.path[i];
+    BOOST_TEST(a.fractions == b.fractions);
+    BOOST_TEST(std::abs(a.label_delta_pct - b.label_delta_pct) <= tol::budget_delta_pct_f32_abs);
+  }
+  BOOST_REQUIRE_EQUAL(on_device.eval.joint.size(), on_host.eval.joint.size());
+  for (std::size_t b = 0; b < on_host.eval.joint.size(); ++b) {
+    BOOST_TEST(std::abs(on_device.eval.joint[b].delta_pct.value -
+                        on_host.eval.joint[b].delta_pct.value) <= tol::budget_delta_pct_f32_abs);
+    BOOST_TEST(on_device.eval.joint[b].linear_fraction == on_host.eval.joint[b].linear_fraction);
+    BOOST_TEST(on_device.forward_timing[b].gated_linear_fraction ==
+               on_host.forward_timing[b].gated_linear_fraction);
+  }
 }
 
 }  // namespace

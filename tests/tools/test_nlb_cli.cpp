@@ -193,10 +193,11 @@ BOOST_AUTO_TEST_CASE(eval_json_matches_pytorch_perplexity) {
   BOOST_TEST(std::abs(std::exp(j["mean_loss"].get<double>()) - j["ppl"].get<double>()) <= 1e-9);
 }
 
-// --device cuda: with a usable GPU, eval gives the CPU run's perplexity; without one, a refusal
-// that says why — exit 1 naming the reason no device is usable (an nlb with the CUDA backend), or
-// exit 2 saying the backend was not built — from eval and generate alike, before any output.
-// A device of another name is a usage error.
+// --device cuda: with a usable GPU, eval gives the CPU run's perplexity and budget writes a report
+// that says where its passes ran; without one, a refusal that says why — exit 1 naming the reason
+// no device is usable (an nlb with the CUDA backend), or exit 2 saying the backend was not built —
+// from eval, generate and budget alike, before any output (no report directory). A device of
+// another name is a usage error.
 BOOST_AUTO_TEST_CASE(device_cuda_runs_or_says_why_not) {
   const std::string eval = "eval --model '" + tiny_gpt2.string() + "' --text '" +
                            eval_text.string() + "' --context 128 --max-windows 2 --json";
@@ -205,21 +206,35 @@ BOOST_AUTO_TEST_CASE(device_cuda_runs_or_says_why_not) {
   const auto gpu = run_nlb(eval + " --device cuda");
   const auto generated = run_nlb("generate --model '" + tiny_gpt2.string() +
                                  "' --prompt 'And God' --max-new-tokens 4 --device cuda");
+  const fs::path budget_out = scratch_dir() / "budget-on-cuda";
+  fs::remove_all(budget_out);
+  const auto budget = run_nlb("budget --model '" + tiny_gpt2.string() +
+                              "' --context 32 --fit-positions 300 --label-positions 300 "
+                              "--decode-steps 4 --json --device cuda --out '" +
+                              budget_out.string() + "'");
   BOOST_TEST_MESSAGE("eval --device cuda: exit " << gpu.exit_code << ": " << gpu.err);
   if (gpu.exit_code == 0) {
     const double want = nlohmann::json::parse(cpu.out)["ppl"].get<double>();
     const double got = nlohmann::json::parse(gpu.out)["ppl"].get<double>();
     BOOST_TEST(std::abs(got / want - 1) <= nlb::test::tol::model_ppl_rel);
     BOOST_TEST(generated.exit_code == 0, generated.err);
+    BOOST_TEST_REQUIRE(budget.exit_code == 0, budget.err);
+    BOOST_TEST(nlohmann::json::parse(budget.out)["protocol"]["device"] == "cuda");
+    BOOST_TEST(fs::exists(budget_out / "report.json"));
   } else if (gpu.exit_code == 1) {
     BOOST_TEST(contains(gpu.err, "no usable device: "));
-    BOOST_TEST(generated.exit_code == 1);
-    BOOST_TEST(contains(generated.err, "no usable device: "));
-    BOOST_TEST(generated.out.empty());
+    for (const auto* refused : {&generated, &budget}) {
+      BOOST_TEST(refused->exit_code == 1);
+      BOOST_TEST(contains(refused->err, "no usable device: "));
+      BOOST_TEST(refused->out.empty());
+    }
+    BOOST_TEST(!fs::exists(budget_out));
   } else {
     BOOST_TEST(gpu.exit_code == 2);
     BOOST_TEST(contains(gpu.err, "built without the CUDA backend"));
     BOOST_TEST(generated.exit_code == 2);
+    BOOST_TEST(budget.exit_code == 2);
+    BOOST_TEST(!fs::exists(budget_out));
   }
   const auto other = run_nlb(eval + " --device tpu");
   BOOST_TEST(other.exit_code == 2);

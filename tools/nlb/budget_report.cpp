@@ -97,6 +97,7 @@ std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources
       {"eval_text", src.eval},
       {"cross_text", src.cross},
       {"token_format", src.token_format},
+      {"device", src.device},
       {"context", p.context},
       {"windows",
        "non-overlapping, consecutive from the file start, a shorter last window dropped"},
@@ -311,8 +312,10 @@ std::string budget_report_markdown(const BudgetReport<float>& r, const BudgetSou
      << "| cross | `" << src.cross << "` | " << r.no_fly.cross_windows
      << " windows: second corpus for the no-fly lists |\n\n"
      << "Windows of " << p.context << " tokens (" << src.token_format
-     << "), non-overlapping. Intervals: paired bootstrap over eval windows, "
-     << p.bootstrap_resamples << " resamples, seed " << p.seed << ", 95%.\n\n";
+     << "), non-overlapping; forward passes and timings on the " << src.device
+     << (src.device == "cpu" ? "" : " device (fits and searches on the host, in float64)")
+     << ". Intervals: paired bootstrap over eval windows, " << p.bootstrap_resamples
+     << " resamples, seed " << p.seed << ", 95%.\n\n";
   md << "## Baseline and all-linear cost per layer\n\n"
      << "Baseline eval PPL **" << fmt("%.4f", r.eval.baseline_ppl) << "**. All layers linear at "
      << "once: PPL " << fmt("%.4f", r.eval.all_layers_linear_ppl) << ", "

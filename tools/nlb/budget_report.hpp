@@ -14,7 +14,8 @@ namespace nlb::cli {
 /// Where a report's inputs came from (for the protocol section).
 struct BudgetSources {
   std::string model, fit, label, eval, cross;
-  std::string token_format;  // "bytes" or "u16"/"u32" token ids
+  std::string token_format;    // "bytes" or "u16"/"u32" token ids
+  std::string device = "cpu";  // where the forward passes and timings ran: "cpu" or "cuda"
 };
 
 /// The columns of layers.csv, in order.

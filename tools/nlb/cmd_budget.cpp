@@ -11,6 +11,7 @@
 
 #include "budget_report.hpp"
 #include "common.hpp"
+#include "device_model.hpp"
 #include "nlb/analysis/budget.hpp"
 #include "nlb/model/load_model.hpp"
 #include "report_files.hpp"
@@ -117,22 +118,22 @@ BudgetObserver stderr_observer() {
 }  // namespace
 
 int run_budget(const std::vector<std::string>& argv) {
-  const Args args(
-      argv,
-      {"model", "fit-text", "label-text", "eval-text", "cross-text", "fit-tokens-file",
-       "label-tokens-file", "eval-tokens-file", "cross-tokens-file", "token-dtype", "context",
-       "fit-positions", "label-positions", "lambda", "budget-pct", "seed", "decode-steps", "out"},
-      {"json"},
-      {{"tokens",
-        "--fit-tokens-file FILE, --label-tokens-file FILE, --eval-tokens-file FILE and "
-        "--cross-tokens-file FILE",
-        "one token-id file per input, instead of a flag that made the --*-text files "
-        "token ids"},
-       {"fit-tokens", "--fit-positions N",
-        "the number of fit positions; --fit-tokens-file FILE is a fit token-id file"},
-       {"label-tokens", "--label-positions N",
-        "the number of label positions; --label-tokens-file FILE is a label token-id "
-        "file"}});
+  const Args args(argv,
+                  {"model", "fit-text", "label-text", "eval-text", "cross-text", "fit-tokens-file",
+                   "label-tokens-file", "eval-tokens-file", "cross-tokens-file", "token-dtype",
+                   "context", "fit-positions", "label-positions", "lambda", "budget-pct", "seed",
+                   "decode-steps", "out", "device"},
+                  {"json"},
+                  {{"tokens",
+                    "--fit-tokens-file FILE, --label-tokens-file FILE, --eval-tokens-file FILE and "
+                    "--cross-tokens-file FILE",
+                    "one token-id file per input, instead of a flag that made the --*-text files "
+                    "token ids"},
+                   {"fit-tokens", "--fit-positions N",
+                    "the number of fit positions; --fit-tokens-file FILE is a fit token-id file"},
+                   {"label-tokens", "--label-positions N",
+                    "the number of label positions; --label-tokens-file FILE is a label token-id "
+                    "file"}});
   const auto t0 = std::chrono::steady_clock::now();
   BudgetProtocol protocol;  // its defaults are the documented ones (nlb help budget)
   protocol.budgets_pct = parse_budgets(args, protocol.budgets_pct);
@@ -167,8 +168,13 @@ int run_budget(const std::vector<std::string>& argv) {
   for (const auto& in : inputs)
     names.push_back(in.option + " " + in.path);
 
+  DeviceEngine device;  // empty: the passes run on the host model
+  if (cuda_device_requested(args)) {
+    device = make_cuda_variant_engine(model);
+    sources.device = "cuda";
+  }
   const auto report = run_budget(model, fit, label, eval, cross, protocol, stderr_observer(),
-                                 {names[0], names[1], names[2], names[3]});
+                                 {names[0], names[1], names[2], names[3]}, device.engine);
   ReportFiles files(out_dir);
   stage_budget_report(files, report, sources);
   files.write();  // everything computed: only now does the report directory appear

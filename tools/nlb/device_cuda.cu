@@ -1,9 +1,11 @@
 // --device cuda (device_model.hpp): the model as Transformer<float, backend::cuda>
-// (nlb/cuda/transformer.cuh), compiled by nvcc.
+// (nlb/cuda/transformer.cuh), and the budget pipeline's passes (nlb/cuda/variant_engine.cuh),
+// compiled by nvcc.
 #include <memory>
 
 #include "device_model.hpp"
 #include "nlb/cuda/transformer.cuh"
+#include "nlb/cuda/variant_engine.cuh"
 
 namespace nlb::cli {
 
@@ -30,7 +32,20 @@ class CudaRunner final : public DeviceRunner {
   cuda::KVCache<float> cache_;
 };
 
+// The context first, as in CudaRunner.
+struct CudaVariants {
+  explicit CudaVariants(const Transformer<float>& host) : ctx(), variants(ctx, host) {}
+  Context<backend::cuda> ctx;
+  cuda::DeviceVariants<float> variants;
+};
+
 }  // namespace
+
+DeviceEngine make_cuda_variant_engine(const Transformer<float>& host) {
+  auto owner = std::make_shared<CudaVariants>(host);
+  auto engine = owner->variants.engine();
+  return {std::move(owner), std::move(engine)};
+}
 
 std::unique_ptr<DeviceRunner> make_cuda_runner(const Transformer<float>& host) {
   return std::make_unique<CudaRunner>(host);

@@ -1,5 +1,5 @@
-// --device for the commands that only run forward passes (eval, forward, generate): the model on
-// a compute device, behind a small interface, so that the CUDA code is one nvcc-compiled file
+// --device for the commands that run forward passes (eval, forward, generate, budget): the model
+// on a compute device, behind a small interface, so that the CUDA code is one nvcc-compiled file
 // (device_cuda.cu, built when the CUDA backend is) and the rest of nlb stays plain C++
 // (device_none.cpp stands in for it otherwise).
 #pragma once
@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "nlb/analysis/variant_engine.hpp"
 #include "nlb/model/taps.hpp"
 #include "nlb/model/transformer.hpp"
 
@@ -31,6 +32,15 @@ class DeviceRunner {
 /// usable (no driver, no device, no kernel image), UsageError when this nlb was built without
 /// the CUDA backend.
 std::unique_ptr<DeviceRunner> make_cuda_runner(const Transformer<float>& host);
+
+/// The budget pipeline's forward passes and timings on the first CUDA device: run_budget's
+/// engine (nlb/analysis/variant_engine.hpp) and the device objects it refers to, which `owner`
+/// keeps alive. Throws as make_cuda_runner.
+struct DeviceEngine {
+  std::shared_ptr<void> owner;
+  VariantEngine<float> engine;
+};
+DeviceEngine make_cuda_variant_engine(const Transformer<float>& host);
 
 /// A device model with the host model's calling conventions, for evaluate_perplexity() and
 /// generate() (nlb/model/loss.hpp, sampling.hpp): forward(tokens, logits, ws[, taps, cache]).

@@ -10,4 +10,9 @@ std::unique_ptr<DeviceRunner> make_cuda_runner(const Transformer<float>&) {
       "and NLB_ENABLE_CUDA=ON; docs/cuda.md)");
 }
 
+DeviceEngine make_cuda_variant_engine(const Transformer<float>& host) {
+  make_cuda_runner(host);  // the same refusal
+  return {};
+}
+
 }  // namespace nlb::cli

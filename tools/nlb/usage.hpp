@@ -110,7 +110,7 @@ inline const std::vector<CommandHelp>& command_help() {
          "usage: nlb budget [--model DIR] [--fit-text F] [--label-text F] [--eval-text F]\n"
          "                  [--cross-text F] [--fit-positions N] [--label-positions N]\n"
          "                  [--context N] [--lambda L] [--budget-pct P ...] [--seed S]\n"
-         "                  [--decode-steps N] [--out DIR] [--json]\n"
+         "                  [--decode-steps N] [--out DIR] [--device cpu|cuda] [--json]\n"
          "       nlb budget --model DIR --fit-tokens-file F --label-tokens-file F\n"
          "                  --eval-tokens-file F --cross-tokens-file F [--token-dtype u32] ...\n\n"
          "The MLP budget report of PAPERS §A (docs/budget.md). With no arguments: the shipped\n"
@@ -151,7 +151,10 @@ inline const std::vector<CommandHelp>& command_help() {
              "                        (default ./" +
              budget_default_out +
              ")\n"
-             "  --json                also print report.json to stdout\n"});
+             "  --json                also print report.json to stdout\n" +
+             device_line +
+             "                        (the surrogates' fit, the gates and the calibration's\n"
+             "                        search stay on the host, in float64)\n"});
     c.push_back(
         {"linearize",
          "write a model whose chosen layers' MLPs are ridge surrogates (PAPERS §A1) or gated\n"

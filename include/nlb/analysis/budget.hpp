@@ -31,6 +31,7 @@
 #include "nlb/analysis/mlp_variants.hpp"
 #include "nlb/analysis/probes.hpp"
 #include "nlb/analysis/tap_collection.hpp"
+#include "nlb/analysis/variant_engine.hpp"
 #include "nlb/mlp/ridge_surrogate.hpp"
 #include "nlb/model/transformer.hpp"
 
@@ -148,7 +149,8 @@ LabelStage<T, Backend> run_label_stage(const Transformer<T, Backend>& model,
                                        std::span<const std::int32_t> label_tokens,
                                        const BudgetProtocol& protocol, const BudgetObserver& obs,
                                        std::vector<std::pair<std::string, double>>& times,
-                                       const std::string& what = "label tokens") {
+                                       const std::string& what = "label tokens",
+                                       const VariantEngine<T, Backend>& engine = {}) {
   const Index layers = model.layer_count();
   const Index n = protocol.label_tokens;
   const Index ctx = protocol.context;
@@ -159,8 +161,15 @@ LabelStage<T, Backend> run_label_stage(const Transformer<T, Backend>& model,
   LabelTapCollector<T> taps(layers, model.config().d_model, ctx, n);
   detail::budget_stage(obs, times, "label: delta per position", [&] {
     const auto variants = one_layer_linear_variants(fit.surrogates);
-    const VariantLosses r = measure_variants(model, label_tokens, out.windows, ctx, variants, true,
-                                             taps, detail::counter_of(obs));
+    VariantLosses r;
+    if (engine.active()) {
+      // The taps read activations on the host: one unmodified pass here, the losses there.
+      measure_variants(model, label_tokens, out.windows, ctx, {}, true, taps);
+      r = engine.measure(label_tokens, out.windows, ctx, variants, true, detail::counter_of(obs));
+    } else {
+      r = measure_variants(model, label_tokens, out.windows, ctx, variants, true, taps,
+                           detail::counter_of(obs));
+    }
     taps.check();
     const std::span<const double> base(r.base.data(), static_cast<std::size_t>(n));
     out.baseline_ppl = detail::ppl_of(base);
@@ -191,12 +200,20 @@ LabelStage<T, Backend> run_label_stage(const Transformer<T, Backend>& model,
     double max_budget = 0;
     for (double b : protocol.budgets_pct)
       max_budget = std::max(max_budget, b);
-    out.calibration =
-        calibrate_joint(model, label_tokens, out.windows, ctx, out.base_losses, fit.surrogates,
-                        gates, thresholds, max_budget, [&](Index step, double) {
-                          if (obs.counter)
-                            obs.counter(step, steps * layers);
-                        });
+    std::function<VariantLosses(const MlpVariant<T, Backend>&)> elsewhere;
+    if (engine.active()) {
+      elsewhere = [&](const MlpVariant<T, Backend>& v) {
+        return engine.measure(label_tokens, out.windows, ctx, {v}, false, {});
+      };
+    }
+    out.calibration = calibrate_joint(
+        model, label_tokens, out.windows, ctx, out.base_losses, fit.surrogates, gates, thresholds,
+        max_budget,
+        [&](Index step, double) {
+          if (obs.counter)
+            obs.counter(step, steps * layers);
+        },
+        std::size_t{1} << 30, elsewhere);
     for (double b : protocol.budgets_pct)
       out.joint.push_back(out.calibration.for_budget(b));
   });
@@ -249,7 +266,8 @@ EvalStage run_eval_stage(const Transformer<T, Backend>& model, const SurrogateFi
                          const std::type_identity_t<LabelStage<T, Backend>>* label,
                          std::span<const std::int32_t> eval_tokens, const BudgetProtocol& protocol,
                          const std::function<void(Index, Index)>& progress = {},
-                         const std::string& what = "eval tokens") {
+                         const std::string& what = "eval tokens",
+                         const VariantEngine<T, Backend>& engine = {}) {
   const Index layers = model.layer_count();
   const Index ctx = protocol.context;
   EvalStage out;
@@ -275,7 +293,9 @@ EvalStage run_eval_stage(const Transformer<T, Backend>& model, const SurrogateFi
       variants.push_back(joint_variant(model, fit.surrogates, gates, state));
   }
   const VariantLosses r =
-      measure_variants(model, eval_tokens, out.windows, ctx, variants, true, NoTaps{}, progress);
+      engine.active() ? engine.measure(eval_tokens, out.windows, ctx, variants, true, progress)
+                      : measure_variants(model, eval_tokens, out.windows, ctx, variants, true,
+                                         NoTaps{}, progress);
   std::vector<double> base_sums(static_cast<std::size_t>(out.windows));
   for (Index w = 0; w < out.windows; ++w)
     base_sums[static_cast<std::size_t>(w)] = r.window_sum(r.base, w);
@@ -353,7 +373,8 @@ NoFlyStage run_no_fly(const Transformer<T, Backend>& model, const SurrogateFit<T
                       std::span<const std::int32_t> eval_tokens, const EvalStage& eval,
                       std::span<const std::int32_t> cross_tokens, const BudgetProtocol& protocol,
                       const std::function<void(Index, Index)>& progress = {},
-                      const std::string& what = "cross tokens") {
+                      const std::string& what = "cross tokens",
+                      const VariantEngine<T, Backend>& engine = {}) {
   const Index layers = model.layer_count();
   const Index ctx = protocol.context;
   NoFlyStage out;
@@ -361,8 +382,11 @@ NoFlyStage run_no_fly(const Transformer<T, Backend>& model, const SurrogateFit<T
   require_windows(what, cross_tokens, std::max<Index>(out.cross_windows, 1), ctx,
                   "one window of the second corpus");
   const auto variants = one_layer_linear_variants(fit.surrogates);
-  const VariantLosses r = measure_variants(model, cross_tokens, out.cross_windows, ctx, variants,
-                                           true, NoTaps{}, progress);
+  const VariantLosses r =
+      engine.active()
+          ? engine.measure(cross_tokens, out.cross_windows, ctx, variants, true, progress)
+          : measure_variants(model, cross_tokens, out.cross_windows, ctx, variants, true, NoTaps{},
+                             progress);
   out.cross_baseline_ppl = detail::ppl_of(r.base);
   const Index cross_positions = out.cross_windows * (ctx - 1);
   for (Index l = 0; l < layers; ++l) {
@@ -394,7 +418,10 @@ struct BudgetReport {
 };
 
 /// The whole pipeline (stages 1–6) on explicit token sets. The model is only read: every
-/// replaced or gated MLP runs as a per-layer override (MlpOverride). Throws ArgumentError
+/// replaced or gated MLP runs as a per-layer override (MlpOverride). With an active `engine`
+/// (e.g. the CUDA backend's) the forward passes of every stage but the surrogates' fit, and the
+/// timings, run there; the label stage's activation taps still come from one unmodified host
+/// pass, and everything fitted or searched stays on the host in double. Throws ArgumentError
 /// (protocol, too few tokens: the message names the set by `names` = {fit, label, eval, cross}),
 /// FormatError (taps missing).
 template <class T, class Backend>
@@ -404,7 +431,8 @@ BudgetReport<T, Backend> run_budget(
     std::span<const std::int32_t> cross_tokens, const BudgetProtocol& protocol,
     const BudgetObserver& obs = {},
     const std::array<std::string, 4>& names = {"fit tokens", "label tokens", "eval tokens",
-                                               "cross tokens"}) {
+                                               "cross tokens"},
+    const VariantEngine<T, Backend>& engine = {}) {
   protocol.validate();
   if (protocol.context > model.config().n_positions) {
     throw ArgumentError(detail::expected_found(
@@ -425,25 +453,32 @@ BudgetReport<T, Backend> run_budget(
   rep.fit = detail::budget_stage(obs, times, "fit: surrogates", [&] {
     return fit_surrogates(model, fit_tokens, protocol, names[0], detail::counter_of(obs));
   });
-  rep.label = run_label_stage(model, rep.fit, label_tokens, protocol, obs, times, names[1]);
+  rep.label = run_label_stage(model, rep.fit, label_tokens, protocol, obs, times, names[1], engine);
   rep.eval = detail::budget_stage(obs, times, "eval: baseline, linear, gated, joint", [&] {
     return run_eval_stage(model, rep.fit, &rep.label, eval_tokens, protocol,
-                          detail::counter_of(obs), names[2]);
+                          detail::counter_of(obs), names[2], engine);
   });
   rep.no_fly = detail::budget_stage(obs, times, "cross: no-fly lists", [&] {
     return run_no_fly(model, rep.fit, eval_tokens, rep.eval, cross_tokens, protocol,
-                      detail::counter_of(obs), names[3]);
+                      detail::counter_of(obs), names[3], engine);
   });
   detail::budget_stage(obs, times, "timing: dense vs gated forward and decode", [&] {
     const auto gates = rep.label.plain_gates();
     const Index windows = std::min(protocol.timing_windows, rep.eval.windows);
     for (const auto& state : rep.label.joint) {
       const auto v = joint_variant(model, rep.fit.surrogates, gates, state);
-      rep.forward_timing.push_back(time_forward(model, eval_tokens, windows, protocol.context, v,
-                                                protocol.timing_repetitions));
-      rep.decode_timing.push_back(time_decode(model, eval_tokens,
-                                              std::min(protocol.decode_steps, protocol.context), v,
-                                              protocol.timing_repetitions));
+      const Index steps = std::min(protocol.decode_steps, protocol.context);
+      if (engine.active()) {
+        rep.forward_timing.push_back(engine.time_forward(eval_tokens, windows, protocol.context, v,
+                                                         protocol.timing_repetitions));
+        rep.decode_timing.push_back(
+            engine.time_decode(eval_tokens, steps, v, protocol.timing_repetitions));
+      } else {
+        rep.forward_timing.push_back(time_forward(model, eval_tokens, windows, protocol.context, v,
+                                                  protocol.timing_repetitions));
+        rep.decode_timing.push_back(
+            time_decode(model, eval_tokens, steps, v, protocol.timing_repetitions));
+      }
     }
   });
   return rep;

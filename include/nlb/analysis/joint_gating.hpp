@@ -98,6 +98,8 @@ MlpVariant<T, Backend> joint_variant(
 /// When windows · (L + 1) · context · d values of T fit in `cache_bytes` (default 1 GiB), the
 /// unmodified stream at every layer input is kept and a state runs from its first gated layer.
 /// The label linear fraction counts the rows of every label window (all positions).
+/// `measure_elsewhere`, when given, runs a state's variant over the label windows instead of the
+/// host model (another engine, nlb/analysis/variant_engine.hpp; no stream is kept here then).
 template <class T, class Backend>
 JointCalibration calibrate_joint(
     const Transformer<T, Backend>& model, std::span<const std::int32_t> label_tokens, Index windows,
@@ -106,7 +108,8 @@ JointCalibration calibrate_joint(
     const std::vector<HyperplaneGate<T, Dynamic, Backend>>& gates,
     const std::vector<std::vector<double>>& thresholds, double max_budget_pct,
     const std::function<void(Index, double)>& progress = {},
-    std::size_t cache_bytes = std::size_t{1} << 30) {
+    std::size_t cache_bytes = std::size_t{1} << 30,
+    const std::function<VariantLosses(const MlpVariant<T, Backend>&)>& measure_elsewhere = {}) {
   const auto layers = gates.size();
   const auto n = base_losses.size();
   double base_sum = 0;
@@ -124,7 +127,7 @@ JointCalibration calibrate_joint(
   const double need = static_cast<double>(windows) * static_cast<double>(layers + 1) *
                       static_cast<double>(context) * static_cast<double>(model.config().d_model) *
                       sizeof(T);
-  if (need <= static_cast<double>(cache_bytes)) {
+  if (!measure_elsewhere && need <= static_cast<double>(cache_bytes)) {
     kept.resize(static_cast<std::size_t>(windows));
     for (Index w = 0; w < windows; ++w) {
       auto& k = kept[static_cast<std::size_t>(w)];
@@ -153,7 +156,13 @@ JointCalibration calibrate_joint(
     Index linear = 0;
     std::size_t counted = 0;
     std::vector<RouteCounts> counts(layers);
-    for (Index w = 0; w < windows && counted < n; ++w) {
+    if (measure_elsewhere) {  // every label window from its embedding, by another engine
+      const VariantLosses r = measure_elsewhere(v);
+      for (std::size_t i = 0; i < r.variant[0].size() && counted < n; ++i, ++counted)
+        sum += r.variant[0][i];
+      counts = r.counts[0];
+    }
+    for (Index w = 0; w < windows && counted < n && !measure_elsewhere; ++w) {
       const auto window = label_tokens.subspan(static_cast<std::size_t>(w * context),
                                                static_cast<std::size_t>(context));
       if (!kept.empty()) {

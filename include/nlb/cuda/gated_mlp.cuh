@@ -24,6 +24,64 @@
 
 namespace nlb {
 
+namespace cuda {
+
+/// Scratch of route_rows: scores, row order, the gathered blocks, the MLP's hidden block. Every
+/// buffer keeps its capacity.
+template <class MlpT>
+struct RoutingWorkspace {
+  using Scalar = typename MlpT::Scalar;
+  DeviceMatrix<Scalar> scores;         // [T, 1]
+  thrust::device_vector<Index> order;  // [T]: linear rows first, then the MLP's
+  DeviceMatrix<Scalar> gathered_in;    // [T, d]
+  DeviceMatrix<Scalar> gathered_out;   // [T, d]
+  typename MlpT::Workspace mlp;
+};
+
+/// Hard routing of X [T, d] between three device parts referred to, not owned: rows with
+/// gate.score > gate.threshold() through `surrogate`, the rest through `mlp`, into Y [T, d] (Y
+/// must not alias X). One stable partition of the row indices (linear rows first, each group
+/// ascending, as on the host), one gather, each part on its contiguous block, one scatter; when
+/// every row takes one path, that part runs on X directly. GatedMLP<cuda> is this with owned
+/// parts; an analysis routes between a layer's own MLP and its own surrogate with it (no weight
+/// is copied). Returns the rows per path (the partition's count is read back: one
+/// synchronisation per call). Widths are checked by the caller.
+template <class MlpT, class SurrogateT, class GateT>
+RouteCounts route_rows(Context<backend::cuda>& ctx, const MlpT& mlp, const SurrogateT& surrogate,
+                       const GateT& gate, DeviceView<const typename MlpT::Scalar> X,
+                       DeviceView<typename MlpT::Scalar> Y, RoutingWorkspace<MlpT>& ws) {
+  using Scalar = typename MlpT::Scalar;
+  const Index rows = X.rows;
+  if (rows == 0)
+    return {0, 0};
+  ws.scores.resize(rows, 1);
+  gate.score(ctx, X, ws.scores.view());
+  if (ws.order.size() < static_cast<std::size_t>(rows))
+    ws.order.resize(static_cast<std::size_t>(rows));
+  Index* order = thrust::raw_pointer_cast(ws.order.data());
+  const Index linear = ops::partition_rows<Scalar>(ctx, ws.scores.view(), gate.threshold(), order);
+  const RouteCounts counts{linear, rows - linear};
+  if (counts.full == 0) {
+    surrogate.forward(ctx, X, Y);
+    return counts;
+  }
+  if (counts.linear == 0) {
+    mlp.forward(ctx, X, Y, ws.mlp);
+    return counts;
+  }
+  ws.gathered_in.resize(rows, X.cols);
+  ws.gathered_out.resize(rows, X.cols);
+  const auto in = ws.gathered_in.view(), out = ws.gathered_out.view();
+  ops::gather_rows<Scalar>(ctx, X, order, in);
+  surrogate.forward(ctx, in.top_rows(linear), out.top_rows(linear));
+  mlp.forward(ctx, in.middle_rows(linear, counts.full), out.middle_rows(linear, counts.full),
+              ws.mlp);
+  ops::scatter_rows<Scalar>(ctx, out, order, Y);
+  return counts;
+}
+
+}  // namespace cuda
+
 /// GatedMLP of device parts: Mlp<T, D, H, Act, backend::cuda>, RidgeSurrogate<T, D, D,
 /// backend::cuda>, HyperplaneGate<T, D, backend::cuda>. Rows with score > threshold take the
 /// surrogate, the rest the MLP; when every row takes one path, that path runs on X directly, so
@@ -51,15 +109,8 @@ class GatedMLP<MlpT, SurrogateT, GateT> : public detail::GatedParts<MlpT, Surrog
                     sizes_compatible<MlpT::in_size, GateT::size>,
                 "GatedMLP<cuda>: MLP, surrogate and gate widths differ at compile time");
 
-  /// Scratch for forward(): scores, row order, the gathered blocks, the MLP's hidden block.
-  /// Every buffer keeps its capacity.
-  struct Workspace {
-    cuda::DeviceMatrix<Scalar> scores;        // [T, 1]
-    thrust::device_vector<Index> order;       // [T]: linear rows first, then the MLP's
-    cuda::DeviceMatrix<Scalar> gathered_in;   // [T, d]
-    cuda::DeviceMatrix<Scalar> gathered_out;  // [T, d]
-    typename MlpT::Workspace mlp;
-  };
+  /// Scratch for forward() (see cuda::RoutingWorkspace).
+  using Workspace = cuda::RoutingWorkspace<MlpT>;
 
   /// Composes three device parts; throws ShapeError if their widths differ.
   using Parts::Parts;
@@ -71,34 +122,7 @@ class GatedMLP<MlpT, SurrogateT, GateT> : public detail::GatedParts<MlpT, Surrog
     check_dim("GatedMLP<cuda>::forward: input width (d)", features(), X.cols);
     check_dim("GatedMLP<cuda>::forward: output rows (T)", X.rows, Y.rows);
     check_dim("GatedMLP<cuda>::forward: output width (d)", features(), Y.cols);
-    const Index rows = X.rows;
-    if (rows == 0)
-      return {0, 0};
-    ws.scores.resize(rows, 1);
-    gate_.score(ctx, X, ws.scores.view());
-    if (ws.order.size() < static_cast<std::size_t>(rows))
-      ws.order.resize(static_cast<std::size_t>(rows));
-    Index* order = thrust::raw_pointer_cast(ws.order.data());
-    const Index linear =
-        ops::partition_rows<Scalar>(ctx, ws.scores.view(), gate_.threshold(), order);
-    const RouteCounts counts{linear, rows - linear};
-    if (counts.full == 0) {
-      surrogate_.forward(ctx, X, Y);
-      return counts;
-    }
-    if (counts.linear == 0) {
-      mlp_.forward(ctx, X, Y, ws.mlp);
-      return counts;
-    }
-    ws.gathered_in.resize(rows, features());
-    ws.gathered_out.resize(rows, features());
-    const auto in = ws.gathered_in.view(), out = ws.gathered_out.view();
-    ops::gather_rows<Scalar>(ctx, X, order, in);
-    surrogate_.forward(ctx, in.top_rows(linear), out.top_rows(linear));
-    mlp_.forward(ctx, in.middle_rows(linear, counts.full), out.middle_rows(linear, counts.full),
-                 ws.mlp);
-    ops::scatter_rows<Scalar>(ctx, out, order, Y);
-    return counts;
+    return cuda::route_rows(ctx, mlp_, surrogate_, gate_, X, Y, ws);
   }
 
   using Parts::features;

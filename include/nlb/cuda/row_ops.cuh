@@ -185,6 +185,26 @@ struct EmbedRows {
   }
 };
 
+// Row t's next-token loss: log Σ_j exp(logits[t, j]) − logits[t, ids[t + 1]], in double with
+// the maximum subtracted, as kernels::log_sum_exp's scalar form (the same passes and order).
+template <class T>
+struct NextTokenLossRow {
+  const T* logits;
+  Index stride, cols;
+  const std::int32_t* ids;
+  double* loss;
+  NLB_HOST_DEVICE void operator()(Index t) const {
+    const T* row = logits + t * stride;
+    double maximum = static_cast<double>(row[0]);
+    for (Index j = 1; j < cols; ++j)
+      maximum = kernels::detail::elementwise_math::max(maximum, static_cast<double>(row[j]));
+    double sum = 0;
+    for (Index j = 0; j < cols; ++j)
+      sum += ::exp(static_cast<double>(row[j]) - maximum);
+    loss[t] = maximum + ::log(sum) - static_cast<double>(row[ids[t + 1]]);
+  }
+};
+
 }  // namespace nlb::cuda::detail
 
 namespace nlb::ops {
@@ -319,6 +339,24 @@ void embed_rows(Context<backend::cuda>& ctx, cuda::DeviceView<const T> token,
       cuda::detail::EmbedRows<T>{token.data, token.stride,
                                  position.rows > 0 ? position.data : nullptr, position.stride, ids,
                                  past, x.data, x.stride, x.cols});
+}
+
+/// Next-token losses of one window on the device: loss[t] = log Σ_j exp(logits[t, j]) −
+/// logits[t, ids[t + 1]] for t < T − 1, in double (nlb::next_token_losses on the host). logits
+/// [T, vocab], `ids` [T] and `loss` [T − 1] in device memory; ids must be in [0, vocab) (the
+/// model checked them). O(T · vocab), one thread per row.
+template <class T>
+void next_token_losses(Context<backend::cuda>& ctx, cuda::DeviceView<const T> logits,
+                       const std::int32_t* ids, double* loss) {
+  if (logits.rows < 2)
+    return;
+  if (logits.cols < 1)
+    throw ArgumentError(
+        "ops::next_token_losses (cuda): expected a vocabulary of at least one "
+        "entry, found 0 columns");
+  cuda::detail::for_each_index(
+      ctx, logits.rows - 1,
+      cuda::detail::NextTokenLossRow<T>{logits.data, logits.stride, logits.cols, ids, loss});
 }
 
 }  // namespace nlb::ops

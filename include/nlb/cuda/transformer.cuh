@@ -36,6 +36,7 @@
 #include "nlb/cuda/sd_attention.cuh"
 #include "nlb/mlp/route_counts.hpp"
 #include "nlb/model/config.hpp"
+#include "nlb/model/mlp_override.hpp"
 #include "nlb/model/transformer.hpp"
 
 namespace nlb {
@@ -158,24 +159,80 @@ class BasicTransformer<
                                               cuda::KVCache<T>* cache = nullptr,
                                               RouteCounts* counts = nullptr) const {
     const Index past = cache ? cache->length() : 0;
-    if (cache && static_cast<Index>(cache->layers.size()) != layer_count())
-      check_dim("Transformer<cuda>::forward: cache layers", layer_count(),
-                static_cast<Index>(cache->layers.size()));
+    ws.x.resize(static_cast<Index>(tokens.size()), config_.d_model);
+    embed(ctx, tokens, ws.x.view(), ws, past);
+    if (!counts) {
+      run_layers(ctx, ws.x.view(), 0, layer_count(), ws, {}, cache);
+    } else {
+      std::vector<RouteCounts> per_layer(static_cast<std::size_t>(layer_count()));
+      run_layers(ctx, ws.x.view(), 0, layer_count(), ws, {}, cache, per_layer);
+      for (const auto& c : per_layer)
+        *counts += c;
+    }
+    return head(ctx, ws.x.view(), ws);
+  }
+
+  /// The parts of forward(), for analyses that run a model in pieces (keeping the residual
+  /// stream between layers, replacing some layers' MLPs): x [T, d] = E[tokens] (+ P[past + t])
+  /// into the caller's device view (T = tokens.size(); ws holds the uploaded ids). Throws
+  /// ArgumentError as forward() does.
+  void embed(Context<backend::cuda>& ctx, std::span<const std::int32_t> tokens,
+             cuda::DeviceView<T> x, Workspace& ws, Index past = 0) const {
     check_tokens(tokens, past);
-    const Index rows = static_cast<Index>(tokens.size()), d = config_.d_model;
+    check_dim("Transformer<cuda>::embed: rows of x (tokens)", static_cast<Index>(tokens.size()),
+              x.rows);
+    check_dim("Transformer<cuda>::embed: width of x (d)", config_.d_model, x.cols);
     if (ws.ids.size() < tokens.size())
       ws.ids.resize(tokens.size());
     thrust::copy(tokens.begin(), tokens.end(), ws.ids.begin());
-    ws.x.resize(rows, d);
-    const cuda::DeviceView<T> x = ws.x.view();
     ops::embed_rows<T>(ctx, token_.view(), position_.view(),
                        thrust::raw_pointer_cast(ws.ids.data()), past, x);
-    for (std::size_t l = 0; l < blocks_.size(); ++l)
-      run_block(ctx, blocks_[l], x, ws, cache ? &cache->layers[l] : nullptr, counts);
+  }
+
+  /// Layers [first, last) on x [T, d] in place. `overrides` (empty, or one per layer, indexed by
+  /// layer) replaces layers' MLPs without touching the model: a device surrogate on every row,
+  /// or hard routing between a device surrogate and the layer's own MLP (cuda::route_rows; the
+  /// layer must hold a full MLP: ArgumentError otherwise). `counts` (empty, or one per layer)
+  /// accumulates the rows each layer routed. With a cache, the rows follow its positions (as
+  /// forward()). Throws ArgumentError for a bad range or override list.
+  void run_layers(Context<backend::cuda>& ctx, cuda::DeviceView<T> x, Index first, Index last,
+                  Workspace& ws, std::span<const MlpOverride<T, backend::cuda>> overrides = {},
+                  cuda::KVCache<T>* cache = nullptr, std::span<RouteCounts> counts = {}) const {
+    const Index layers = layer_count();
+    if (first < 0 || last < first || last > layers) {
+      throw ArgumentError(
+          detail::expected_found("Transformer<cuda>::run_layers: layer range",
+                                 "0 <= first <= last <= " + std::to_string(layers),
+                                 "[" + std::to_string(first) + ", " + std::to_string(last) + ")"));
+    }
+    if (!overrides.empty())
+      check_dim("Transformer<cuda>::run_layers: overrides (one per layer)", layers,
+                static_cast<Index>(overrides.size()));
+    if (!counts.empty())
+      check_dim("Transformer<cuda>::run_layers: counts (one per layer)", layers,
+                static_cast<Index>(counts.size()));
+    if (cache && static_cast<Index>(cache->layers.size()) != layers)
+      check_dim("Transformer<cuda>::run_layers: cache layers", layers,
+                static_cast<Index>(cache->layers.size()));
+    check_dim("Transformer<cuda>::run_layers: width of x (d)", config_.d_model, x.cols);
+    for (Index l = first; l < last; ++l) {
+      const auto ls = static_cast<std::size_t>(l);
+      const RouteCounts c = run_block(ctx, blocks_[ls], x, ws, cache ? &cache->layers[ls] : nullptr,
+                                      overrides.empty() ? nullptr : &overrides[ls]);
+      if (!counts.empty())
+        counts[ls] += c;
+    }
+  }
+
+  /// ln_f and the unembedding of x [T, d] (x is normalised in place): the logits [T, vocab], a
+  /// view into ws valid until the next call with ws.
+  cuda::DeviceView<const T> head(Context<backend::cuda>& ctx, cuda::DeviceView<T> x,
+                                 Workspace& ws) const {
+    check_dim("Transformer<cuda>::head: width of x (d)", config_.d_model, x.cols);
     ops::layer_norm_rows<T>(ctx, x, x, final_gamma_.view(), final_beta_.view(),
                             static_cast<T>(config_.layer_norm_eps));
     const auto& u = unembedding_.rows() > 0 ? unembedding_ : token_;
-    ws.logits.resize(rows, config_.vocab_size);
+    ws.logits.resize(x.rows, config_.vocab_size);
     ops::gemm<T>(ctx, x, u.view(), ws.logits.view(), T(1), T(0), false, true);  // [T, vocab]
     return ws.logits.view();
   }
@@ -213,9 +270,11 @@ class BasicTransformer<
     return out;
   }
 
-  // x ← x + attn(ln1 x); x ← x + mlp(ln2 x), or x ← x + attn(ln1 x) + mlp(ln2 x) (Block).
-  void run_block(Context<backend::cuda>& ctx, const DeviceBlock& b, cuda::DeviceView<T> x,
-                 Workspace& ws, cuda::KVCacheLayer<T>* cache, RouteCounts* counts) const {
+  // x ← x + attn(ln1 x); x ← x + mlp(ln2 x), or x ← x + attn(ln1 x) + mlp(ln2 x) (Block); the
+  // MLP replaced by `over` when it is active. Returns the rows the MLP routed.
+  RouteCounts run_block(Context<backend::cuda>& ctx, const DeviceBlock& b, cuda::DeviceView<T> x,
+                        Workspace& ws, cuda::KVCacheLayer<T>* cache,
+                        const MlpOverride<T, backend::cuda>* over) const {
     const Index rows = x.rows, d = x.cols;
     for (auto* m : {&ws.normed, &ws.attn_out, &ws.mlp_in, &ws.mlp_out})
       m->resize(rows, d);
@@ -234,21 +293,46 @@ class BasicTransformer<
     if (!b.parallel_residual)
       ops::add<T>(ctx, x, attn_out);
     ops::layer_norm_rows<T>(ctx, x, mlp_in, b.ln2_gamma.view(), b.ln2_beta.view(), b.eps);
-    const RouteCounts c = std::visit(
-        [&](const auto& mlp) -> RouteCounts {
-          using Kind = std::decay_t<decltype(mlp)>;
-          if constexpr (std::is_same_v<Kind, typename Kinds::Surrogate>)
-            return mlp.forward(ctx, mlp_in, mlp_out);
-          else
-            return mlp.forward(ctx, mlp_in, mlp_out, workspace_of<Kind>(ws.mlp));
-        },
-        b.mlp);
-    if (counts)
-      *counts += c;
+    const RouteCounts c = over && over->active() ? run_override(ctx, b, *over, mlp_in, mlp_out, ws)
+                                                 : run_own_mlp(ctx, b, mlp_in, mlp_out, ws);
     if (b.parallel_residual)
       ops::add<T>(ctx, x, attn_out, mlp_out);
     else
       ops::add<T>(ctx, x, mlp_out);
+    return c;
+  }
+
+  // Block b's own MLP kind.
+  RouteCounts run_own_mlp(Context<backend::cuda>& ctx, const DeviceBlock& b,
+                          cuda::DeviceView<const T> in, cuda::DeviceView<T> out,
+                          Workspace& ws) const {
+    return std::visit(
+        [&](const auto& mlp) -> RouteCounts {
+          using Kind = std::decay_t<decltype(mlp)>;
+          if constexpr (std::is_same_v<Kind, typename Kinds::Surrogate>)
+            return mlp.forward(ctx, in, out);
+          else
+            return mlp.forward(ctx, in, out, workspace_of<Kind>(ws.mlp));
+        },
+        b.mlp);
+  }
+
+  // An active override of block b's MLP: its surrogate on every row, or routing between it and
+  // the block's own full MLP by its gate.
+  RouteCounts run_override(Context<backend::cuda>& ctx, const DeviceBlock& b,
+                           const MlpOverride<T, backend::cuda>& over, cuda::DeviceView<const T> in,
+                           cuda::DeviceView<T> out, Workspace& ws) const {
+    check_dim("Transformer<cuda>: override surrogate width (d)", in.cols,
+              over.surrogate->features());
+    if (!over.gate)
+      return over.surrogate->forward(ctx, in, out);
+    check_dim("Transformer<cuda>: override gate width (d)", in.cols, over.gate->features());
+    if (const auto* m = std::get_if<typename Kinds::MlpTanh>(&b.mlp))
+      return cuda::route_rows(ctx, *m, *over.surrogate, *over.gate, in, out, ws.mlp.gated_tanh);
+    if (const auto* m = std::get_if<typename Kinds::MlpErf>(&b.mlp))
+      return cuda::route_rows(ctx, *m, *over.surrogate, *over.gate, in, out, ws.mlp.gated_erf);
+    throw ArgumentError(detail::expected_found("Transformer<cuda>: a gated override's layer MLP",
+                                               "a full MLP", "a surrogate or gated MLP"));
   }
 
   template <class Kind>
