@@ -102,6 +102,32 @@ struct VariantLosses {
       s += losses[static_cast<std::size_t>(i)];
     return s;
   }
+
+  /// The empty result of a measurement of `variants` variants of a `layers`-layer model over
+  /// `windows` windows of `context` tokens of `tokens` (storage reserved, counts zero), after the
+  /// checks every engine makes: ArgumentError naming `what` for context < 2 or fewer than
+  /// windows · context tokens.
+  static VariantLosses prepare(const std::string& what, std::span<const std::int32_t> tokens,
+                               Index windows, Index context, std::size_t variants, Index layers,
+                               bool with_base) {
+    if (context < 2)
+      throw ArgumentError(detail::expected_found(what + ": context", "at least 2", context));
+    if (static_cast<Index>(tokens.size()) < windows * context) {
+      throw ArgumentError(detail::expected_found(
+          what + ": tokens", "at least " + std::to_string(windows * context), tokens.size()));
+    }
+    const auto positions = static_cast<std::size_t>(windows * (context - 1));
+    VariantLosses out;
+    out.windows = windows;
+    out.context = context;
+    out.variant.resize(variants);
+    out.counts.assign(variants, std::vector<RouteCounts>(static_cast<std::size_t>(layers)));
+    if (with_base)
+      out.base.reserve(positions);
+    for (auto& v : out.variant)
+      v.reserve(positions);
+    return out;
+  }
 };
 
 /// Measures `variants` on the first `windows` windows of `context` tokens of `tokens`.
@@ -120,24 +146,9 @@ VariantLosses measure_variants(const Transformer<T, Backend>& model,
                                Taps&& base_taps = {},
                                const std::function<void(Index, Index)>& progress = {}) {
   using Model = Transformer<T, Backend>;
-  if (context < 2)
-    throw ArgumentError(detail::expected_found("measure_variants: context", "at least 2", context));
-  if (static_cast<Index>(tokens.size()) < windows * context) {
-    throw ArgumentError(detail::expected_found("measure_variants: tokens",
-                                               "at least " + std::to_string(windows * context),
-                                               tokens.size()));
-  }
   const Index layers = model.layer_count();
-  const auto per_window = static_cast<std::size_t>(context - 1);
-  VariantLosses out;
-  out.windows = windows;
-  out.context = context;
-  out.variant.resize(variants.size());
-  out.counts.assign(variants.size(), std::vector<RouteCounts>(static_cast<std::size_t>(layers)));
-  if (with_base)
-    out.base.reserve(static_cast<std::size_t>(windows) * per_window);
-  for (auto& v : out.variant)
-    v.reserve(static_cast<std::size_t>(windows) * per_window);
+  VariantLosses out = VariantLosses::prepare("measure_variants", tokens, windows, context,
+                                             variants.size(), layers, with_base);
   std::vector<std::vector<LayerOverride<T, Backend>>> overrides;
   for (const auto& v : variants)
     overrides.push_back(v.overrides(layers));

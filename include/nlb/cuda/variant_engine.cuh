@@ -57,26 +57,10 @@ class DeviceVariants {
   VariantLosses measure(std::span<const std::int32_t> tokens, Index windows, Index context,
                         const std::vector<HostVariant>& variants, bool with_base,
                         const std::function<void(Index, Index)>& progress = {}) {
-    if (context < 2)
-      throw ArgumentError(nlb::detail::expected_found("cuda::DeviceVariants::measure: context",
-                                                      "at least 2", context));
-    if (static_cast<Index>(tokens.size()) < windows * context) {
-      throw ArgumentError(nlb::detail::expected_found(
-          "cuda::DeviceVariants::measure: tokens", "at least " + std::to_string(windows * context),
-          tokens.size()));
-    }
     const Index layers = model_.layer_count(), d = model_.config().d_model;
-    const auto per_window = static_cast<std::size_t>(context - 1);
+    VariantLosses out = VariantLosses::prepare("cuda::DeviceVariants::measure", tokens, windows,
+                                               context, variants.size(), layers, with_base);
     const Uploaded parts(variants, layers);
-    VariantLosses out;
-    out.windows = windows;
-    out.context = context;
-    out.variant.resize(variants.size());
-    out.counts.assign(variants.size(), std::vector<RouteCounts>(static_cast<std::size_t>(layers)));
-    if (with_base)
-      out.base.reserve(static_cast<std::size_t>(windows) * per_window);
-    for (auto& v : out.variant)
-      v.reserve(static_cast<std::size_t>(windows) * per_window);
     std::vector<DeviceMatrix<T>> kept(with_base ? static_cast<std::size_t>(layers) + 1 : 0);
     for (auto& k : kept)
       k.resize(context, d);
