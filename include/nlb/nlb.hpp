@@ -5,6 +5,7 @@
 #include "nlb/analysis.hpp"
 #include "nlb/attention.hpp"
 #include "nlb/core.hpp"
+#include "nlb/distributed.hpp"
 #include "nlb/io.hpp"
 #include "nlb/kernels.hpp"
 #include "nlb/mlp.hpp"

@@ -4,8 +4,8 @@
 #
 # A header's family is its folder under nlb/ (nlb/mlp/gated_mlp.hpp: mlp); an umbrella nlb/X.hpp
 # belongs to family X, and nlb/nlb.hpp (everything) may be included by no library header.
-# Dependencies point down: core <- kernels <- ops <- {mlp, attention} <- model <- analysis; io
-# depends on core only; text on core and io.
+# Dependencies point down: core <- kernels <- ops <- {mlp, attention} <- model <- analysis <-
+# distributed; io depends on core only; text on core and io.
 cmake_minimum_required(VERSION 3.25)
 if(NOT DEFINED INCLUDE_ROOT)
   message(FATAL_ERROR "check_layering: -DINCLUDE_ROOT=... is required")
@@ -21,7 +21,8 @@ set(allowed_text core io text)
 set(allowed_model core kernels ops mlp attention io model)
 set(allowed_analysis core kernels ops mlp attention io model analysis)
 set(allowed_cuda core kernels ops mlp attention model analysis cuda)
-set(families core kernels ops mlp attention io text model analysis cuda)
+set(allowed_distributed core kernels ops mlp attention model analysis distributed)
+set(families core kernels ops mlp attention io text model analysis cuda distributed)
 
 # family_of(<out> <path relative to INCLUDE_ROOT>)
 function(family_of out path)

@@ -37,10 +37,12 @@ inline bool contains(const std::string& text, const std::string& part) {
 /// Runs `nlb <args>` with `dir` as the working directory (relative paths in `args` are inside
 /// it); stdout and stderr go through dir/stdout.txt and dir/stderr.txt. `args` is read by the
 /// shell: quote paths.
-inline CliResult run_nlb(const std::filesystem::path& dir, const std::string& args) {
+/// `prefix` goes before the program on the command line (environment assignments, a launcher).
+inline CliResult run_nlb(const std::filesystem::path& dir, const std::string& args,
+                         const std::string& prefix = "") {
   const std::filesystem::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string command = "cd '" + dir.string() + "' && '" + NLB_BINARY + "' " + args + " >'" +
-                              out.string() + "' 2>'" + err.string() + "'";
+  const std::string command = "cd '" + dir.string() + "' && " + prefix + "'" + NLB_BINARY + "' " +
+                              args + " >'" + out.string() + "' 2>'" + err.string() + "'";
   const int status = std::system(command.c_str());
   CliResult r;
   if (WIFEXITED(status))

@@ -98,6 +98,7 @@ std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources
       {"cross_text", src.cross},
       {"token_format", src.token_format},
       {"device", src.device},
+      {"ranks", src.ranks},
       {"context", p.context},
       {"windows",
        "non-overlapping, consecutive from the file start, a shorter last window dropped"},
@@ -314,6 +315,8 @@ std::string budget_report_markdown(const BudgetReport<float>& r, const BudgetSou
      << "Windows of " << p.context << " tokens (" << src.token_format
      << "), non-overlapping; forward passes and timings on the " << src.device
      << (src.device == "cpu" ? "" : " device (fits and searches on the host, in float64)")
+     << (src.ranks > 1 ? ", their windows spread over " + std::to_string(src.ranks) + " MPI ranks"
+                       : std::string())
      << ". Intervals: paired bootstrap over eval windows, " << p.bootstrap_resamples
      << " resamples, seed " << p.seed << ", 95%.\n\n";
   md << "## Baseline and all-linear cost per layer\n\n"

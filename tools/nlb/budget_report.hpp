@@ -16,6 +16,7 @@ struct BudgetSources {
   std::string model, fit, label, eval, cross;
   std::string token_format;    // "bytes" or "u16"/"u32" token ids
   std::string device = "cpu";  // where the forward passes and timings ran: "cpu" or "cuda"
+  int ranks = 1;               // processes the forward passes were spread over (MPI ranks)
 };
 
 /// The columns of layers.csv, in order.

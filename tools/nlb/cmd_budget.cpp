@@ -13,7 +13,9 @@
 #include "common.hpp"
 #include "device_model.hpp"
 #include "nlb/analysis/budget.hpp"
+#include "nlb/distributed/sharded_engine.hpp"
 #include "nlb/model/load_model.hpp"
+#include "ranks.hpp"
 #include "report_files.hpp"
 
 namespace nlb::cli {
@@ -169,12 +171,25 @@ int run_budget(const std::vector<std::string>& argv) {
     names.push_back(in.option + " " + in.path);
 
   DeviceEngine device;  // empty: the passes run on the host model
+  const auto& group = ranks();
   if (cuda_device_requested(args)) {
+    if (group.size() > 1)
+      throw UsageError(
+          "--device cuda under an MPI launcher: not supported (one process per GPU "
+          "is not built yet); run it as one process");
     device = make_cuda_variant_engine(model);
     sources.device = "cuda";
+  } else if (group.size() > 1) {
+    // Every rank runs the pipeline; the forward passes' windows are spread over the ranks and
+    // their losses gathered, so every rank holds the whole report (docs/scaling.md).
+    device.engine = distributed::sharded_engine(model, group);
+    sources.ranks = group.size();
   }
-  const auto report = run_budget(model, fit, label, eval, cross, protocol, stderr_observer(),
+  const auto report = run_budget(model, fit, label, eval, cross, protocol,
+                                 group.leader() ? stderr_observer() : BudgetObserver{},
                                  {names[0], names[1], names[2], names[3]}, device.engine);
+  if (!group.leader())
+    return 0;  // only rank 0 writes
   ReportFiles files(out_dir);
   stage_budget_report(files, report, sources);
   files.write();  // everything computed: only now does the report directory appear

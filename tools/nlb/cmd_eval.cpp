@@ -4,8 +4,10 @@
 
 #include "common.hpp"
 #include "device_model.hpp"
+#include "nlb/distributed/sharded_perplexity.hpp"
 #include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
+#include "ranks.hpp"
 
 namespace nlb::cli {
 
@@ -19,11 +21,24 @@ int run_eval(const std::vector<std::string>& argv) {
   const auto tokens = read_token_stream(args, config, model_dir);
   const Index context = args.integer("context", config.n_positions, 2, config.n_positions);
   const Index max_windows = args.integer("max-windows", 0, 0, 1LL << 40);
-  const Progress progress("eval windows");
-  const auto r = cuda_device_requested(args)
-                     ? evaluate_perplexity(DeviceModel(make_cuda_runner(model), config), tokens,
-                                           context, max_windows, progress)
-                     : evaluate_perplexity(model, tokens, context, max_windows, progress);
+  const auto& group = ranks();
+  const Progress progress("eval windows", group.leader());
+  PerplexityResult r;
+  if (cuda_device_requested(args)) {
+    if (group.size() > 1)
+      throw UsageError(
+          "--device cuda under an MPI launcher: not supported (one process per GPU "
+          "is not built yet); run it as one process");
+    r = evaluate_perplexity(DeviceModel(make_cuda_runner(model), config), tokens, context,
+                            max_windows, progress);
+  } else if (group.size() > 1) {
+    // Windows spread over the ranks, loss sums gathered in window order: the same result.
+    r = distributed::sharded_perplexity(model, tokens, context, group, max_windows, progress);
+  } else {
+    r = evaluate_perplexity(model, tokens, context, max_windows, progress);
+  }
+  if (!group.leader())
+    return 0;  // only rank 0 prints
   if (args.flag("json")) {
     const nlohmann::json out{{"ppl", r.ppl},
                              {"mean_loss", r.mean_loss},

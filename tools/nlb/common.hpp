@@ -203,7 +203,9 @@ inline std::vector<std::int32_t> read_token_stream(const Args& args, const Model
 /// Progress on stderr, only when stderr is a terminal (logs and CI stay clean).
 class Progress {
  public:
-  explicit Progress(std::string what) : what_(std::move(what)), enabled_(isatty(2) != 0) {}
+  /// `shown`: false on the ranks of an MPI run other than rank 0.
+  explicit Progress(std::string what, bool shown = true)
+      : what_(std::move(what)), enabled_(shown && isatty(2) != 0) {}
   void operator()(long long done, long long total) const {
     if (!enabled_)
       return;

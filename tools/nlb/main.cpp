@@ -8,6 +8,7 @@
 #include "common.hpp"
 #include "nlb/core/errors.hpp"
 #include "nlb/version.hpp"
+#include "ranks.hpp"
 #include "usage.hpp"
 
 namespace {
@@ -32,6 +33,16 @@ Run find_command(const std::string& name) {
   if (name == "info")
     return nlb::cli::run_info;
   return nullptr;
+}
+
+// Under MPI one rank's error must end every rank (the others may be waiting for it in a
+// collective operation): the message names the rank, and MPI ends the run with `code`.
+int fail(int code) {
+  if (nlb::cli::ranks().size() > 1) {
+    std::fflush(stderr);
+    nlb::cli::ranks().abort(code);
+  }
+  return code;
 }
 
 // `nlb help [COMMAND]`: the overview, or one subcommand's page.
@@ -59,6 +70,7 @@ int main(int argc, char** argv) {
     std::fputs(nlb::cli::overview_help().c_str(), stderr);
     return 2;
   }
+  const nlb::cli::RanksSession session(argc, argv);
   const std::string command = argv[1];
   const std::vector<std::string> rest(argv + 2, argv + argc);
   try {
@@ -79,15 +91,18 @@ int main(int argc, char** argv) {
       return run_help({command});
     return run(rest);
   } catch (const nlb::cli::UsageError& e) {
-    std::fprintf(stderr, "nlb %s: %s\n", command.c_str(), e.what());
+    std::fprintf(stderr, "nlb %s%s: %s\n", command.c_str(), nlb::cli::rank_label().c_str(),
+                 e.what());
     if (find_command(command))
       std::fprintf(stderr, "(nlb help %s lists its options)\n", command.c_str());
-    return 2;
+    return fail(2);
   } catch (const nlb::Error& e) {
-    std::fprintf(stderr, "nlb %s: error: %s\n", command.c_str(), e.what());
-    return 1;
+    std::fprintf(stderr, "nlb %s%s: error: %s\n", command.c_str(), nlb::cli::rank_label().c_str(),
+                 e.what());
+    return fail(1);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "nlb %s: unexpected error: %s\n", command.c_str(), e.what());
-    return 1;
+    std::fprintf(stderr, "nlb %s%s: unexpected error: %s\n", command.c_str(),
+                 nlb::cli::rank_label().c_str(), e.what());
+    return fail(1);
   }
 }

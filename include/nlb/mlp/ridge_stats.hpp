@@ -3,8 +3,11 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cmath>
+#include <span>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "nlb/core.hpp"
 #include "nlb/mlp/detail/ridge_linalg.hpp"
@@ -127,6 +130,71 @@ class RidgeStats {
     syy_ += other.syy_;
     fold_in(other_n, delta_x, delta_y);
     finish_update();
+  }
+
+  /// The statistics as one array of doubles — n, shift and offset of x̄ and ȳ, Syy, Cxx, Cxy
+  /// (column-major) — to send between processes; unpacked() restores them exactly. Length
+  /// packed_size(d_in, d_out) = 1 + 2 d_in + 3 d_out + d_in² + d_in d_out.
+  std::vector<double> packed() const {
+    std::vector<double> out;
+    out.reserve(static_cast<std::size_t>(packed_size(features(), out_features())));
+    auto put = [&out](const auto& m) {
+      for (Index j = 0; j < m.cols(); ++j)
+        for (Index i = 0; i < m.rows(); ++i)
+          out.push_back(m(i, j));
+    };
+    out.push_back(static_cast<double>(n_));
+    put(shift_x_);
+    put(offset_x_);
+    put(shift_y_);
+    put(offset_y_);
+    put(syy_);
+    put(cxx_);
+    put(cxy_);
+    return out;
+  }
+
+  /// Statistics from packed() of statistics with d_in inputs and d_out outputs. FormatError
+  /// naming the length or the count when `values` is not such an array (a count that is not a
+  /// whole number ≥ 0, a non-finite entry).
+  static RidgeStats unpacked(std::span<const double> values, Index d_in = DIn, Index d_out = DOut) {
+    RidgeStats s(d_in, d_out);
+    const Index expected = packed_size(d_in, d_out);
+    if (static_cast<Index>(values.size()) != expected) {
+      throw FormatError(nlb::detail::expected_found("RidgeStats::unpacked: length",
+                                                    std::to_string(expected), values.size()));
+    }
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (!std::isfinite(values[i])) {
+        throw FormatError(nlb::detail::expected_found(
+            "RidgeStats::unpacked: entry " + std::to_string(i), "a finite value", values[i]));
+      }
+    }
+    if (values[0] < 0 || values[0] != std::floor(values[0])) {
+      throw FormatError(nlb::detail::expected_found("RidgeStats::unpacked: count",
+                                                    "a whole number >= 0", values[0]));
+    }
+    std::size_t at = 0;
+    auto take = [&](auto& m) {
+      for (Index j = 0; j < m.cols(); ++j)
+        for (Index i = 0; i < m.rows(); ++i)
+          m(i, j) = values[at++];
+    };
+    s.n_ = static_cast<Index>(values[at++]);
+    take(s.shift_x_);
+    take(s.offset_x_);
+    take(s.shift_y_);
+    take(s.offset_y_);
+    take(s.syy_);
+    take(s.cxx_);
+    take(s.cxy_);
+    s.finish_update();
+    return s;
+  }
+
+  /// The length of packed() for d_in inputs and d_out outputs.
+  static Index packed_size(Index d_in, Index d_out) {
+    return 1 + 2 * d_in + 3 * d_out + d_in * d_in + d_in * d_out;
   }
 
   /// Rows accumulated so far (n).

@@ -1,0 +1,11 @@
+// The analyses spread over several processes (docs/scaling.md): the Communicator interface, the
+// window assignment, the sharded variant engine and perplexity, and the ridge statistics'
+// reduction. The MPI implementation, nlb/distributed/mpi_communicator.hpp, needs <mpi.h> and is
+// included on its own.
+#pragma once
+
+#include "nlb/distributed/communicator.hpp"
+#include "nlb/distributed/ridge_reduction.hpp"
+#include "nlb/distributed/sharded_engine.hpp"
+#include "nlb/distributed/sharded_perplexity.hpp"
+#include "nlb/distributed/window_shard.hpp"

@@ -1,0 +1,242 @@
+// The distributed analyses (nlb/distributed, docs/scaling.md) against their one-process
+// references, computed on every rank: the window assignment, the sharded variant engine and
+// perplexity (bit for bit), the ridge statistics' tree reduction (against one pass, within the
+// merge tolerance), and RidgeStats' packed form. Built with MPI (NLB_TEST_MPI) this suite is run
+// by CTest as 1, 2 and 3 ranks under mpirun; without MPI it runs as one process.
+#include <boost/test/unit_test.hpp>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "error_message.hpp"
+#include "nlb/analysis/budget.hpp"
+#include "nlb/distributed.hpp"
+#include "nlb/io/token_file.hpp"
+#include "nlb/model/load_model.hpp"
+#include "tolerances.hpp"
+
+#if NLB_TEST_MPI
+#include <cstdlib>
+
+#include "nlb/distributed/mpi_communicator.hpp"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace tol = nlb::test::tol;
+namespace dist = nlb::distributed;
+using nlb::Index;
+using Model = nlb::Transformer<float>;
+const fs::path source_dir = NLB_SOURCE_DIR;
+
+// The group the suite runs in: every MPI rank when started by mpirun, else one process.
+struct Group {
+  std::unique_ptr<dist::Communicator> comm;
+  Group() {
+#if NLB_TEST_MPI
+    if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
+        std::getenv("PMIX_RANK")) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      comm = std::make_unique<dist::MpiCommunicator>();
+      return;
+    }
+#endif
+    comm = std::make_unique<dist::SingleProcess>();
+  }
+  ~Group() {
+#if NLB_TEST_MPI
+    if (comm->size() > 1 || dynamic_cast<dist::MpiCommunicator*>(comm.get())) {
+      comm.reset();
+      MPI_Finalize();
+    }
+#endif
+  }
+  static Group*& instance() {
+    static Group* g = nullptr;
+    return g;
+  }
+};
+struct GroupFixture {
+  Group group;
+  GroupFixture() { Group::instance() = &group; }
+  ~GroupFixture() { Group::instance() = nullptr; }
+};
+const dist::Communicator& comm() {
+  return *Group::instance()->comm;
+}
+
+std::vector<std::int32_t> text(const std::string& name, std::size_t n) {
+  auto t = nlb::io::read_text_tokens(source_dir / "data" / name);
+  t.resize(n);
+  return t;
+}
+
+// Every variant kind the pipeline measures: each layer linear, all layers linear, and a gated
+// layer whose gate (fixed random hyperplane) routes part of the rows each way.
+struct Variants {
+  nlb::SurrogateFit<float> fit;
+  std::vector<nlb::MlpVariant<float>> list;
+};
+Variants variants_of(const Model& model) {
+  nlb::BudgetProtocol p;
+  p.fit_tokens = 600;
+  Variants v;
+  v.fit = nlb::fit_surrogates(model, text("kjv-fit.txt", 1024), p);
+  v.list = nlb::one_layer_linear_variants(v.fit.surrogates);
+  nlb::MlpVariant<float> all;
+  for (std::size_t l = 0; l < v.fit.surrogates.size(); ++l)
+    all.add_linear(static_cast<Index>(l), v.fit.surrogates[l]);
+  v.list.push_back(all);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  nlb::ColVector<float> w(model.config().d_model);
+  for (Index i = 0; i < w.size(); ++i)
+    w(i) = normal(rng);
+  nlb::MlpVariant<float> gated;
+  gated.add_gated(1, v.fit.surrogates[1], nlb::HyperplaneGate<float>(w, 0.0f));
+  v.list.push_back(gated);
+  return v;
+}
+
+// The call throws an E whose message names every part.
+template <class E, class Fn>
+void says(Fn&& fn, std::initializer_list<std::string> parts) {
+  const std::string message = nlb::test::error_message<E>(fn);
+  for (const auto& part : parts)
+    BOOST_TEST(message.find(part) != std::string::npos, "\"" << message << "\" names " << part);
+}
+
+}  // namespace
+
+BOOST_TEST_GLOBAL_FIXTURE(GroupFixture);
+
+BOOST_AUTO_TEST_CASE(window_shards_cover_every_window_once_in_order) {
+  for (int ranks = 1; ranks <= 5; ++ranks) {
+    for (Index windows = 0; windows <= 11; ++windows) {
+      Index next = 0, smallest = windows, largest = 0;
+      for (int r = 0; r < ranks; ++r) {
+        const auto s = dist::window_shard(windows, r, ranks);
+        BOOST_TEST(s.first == next);
+        next += s.count;
+        smallest = std::min(smallest, s.count);
+        largest = std::max(largest, s.count);
+      }
+      BOOST_TEST(next == windows);
+      BOOST_TEST(largest - smallest <= 1);
+    }
+  }
+  BOOST_CHECK_THROW(dist::window_shard(4, 2, 2), nlb::ArgumentError);
+  BOOST_CHECK_THROW(dist::window_shard(4, 0, 0), nlb::ArgumentError);
+  BOOST_CHECK_THROW(dist::window_shard(-1, 0, 1), nlb::ArgumentError);
+}
+
+BOOST_AUTO_TEST_CASE(sharded_engine_equals_one_process_bit_for_bit) {
+  const Model model = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
+  const Variants v = variants_of(model);
+  const auto engine = dist::sharded_engine(model, comm());
+  const Index context = 64;
+  const auto tokens = text("kjv-label.txt", 5 * 64 + 10);  // 5 windows: uneven shards
+  for (const bool with_base : {true, false}) {
+    const auto expected = nlb::measure_variants(model, tokens, 5, context, v.list, with_base);
+    const auto got = engine.measure(tokens, 5, context, v.list, with_base, {});
+    BOOST_TEST(got.windows == 5);
+    BOOST_TEST(got.context == context);
+    BOOST_TEST(got.base == expected.base);  // the same arithmetic per window: equal bits
+    BOOST_REQUIRE_EQUAL(got.variant.size(), expected.variant.size());
+    for (std::size_t i = 0; i < got.variant.size(); ++i) {
+      BOOST_TEST(got.variant[i] == expected.variant[i]);
+      for (std::size_t l = 0; l < got.counts[i].size(); ++l) {
+        BOOST_TEST(got.counts[i][l].linear == expected.counts[i][l].linear);
+        BOOST_TEST(got.counts[i][l].full == expected.counts[i][l].full);
+      }
+    }
+  }
+  // The gated variant routed rows both ways, so the counts compared above were not trivial.
+  const auto& gated = nlb::measure_variants(model, tokens, 5, context, v.list, true).counts.back();
+  BOOST_TEST(gated[1].linear > 0);
+  BOOST_TEST(gated[1].full > 0);
+  says<nlb::ArgumentError>([&] { engine.measure(tokens, 6, context, v.list, true, {}); },
+                           {"sharded_engine: measure: tokens", "at least 384"});
+}
+
+BOOST_AUTO_TEST_CASE(sharded_perplexity_equals_one_process_bit_for_bit) {
+  const Model model = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
+  const auto tokens = text("kjv-eval.txt", 7 * 32 + 5);
+  for (const Index max_windows : {Index{0}, Index{1}, Index{3}}) {
+    const auto expected = nlb::evaluate_perplexity(model, tokens, 32, max_windows);
+    const auto got = dist::sharded_perplexity(model, tokens, 32, comm(), max_windows);
+    BOOST_TEST(got.ppl == expected.ppl);
+    BOOST_TEST(got.mean_loss == expected.mean_loss);
+    BOOST_TEST(got.predicted_tokens == expected.predicted_tokens);
+    BOOST_TEST(got.windows == expected.windows);
+    BOOST_TEST(got.window_loss_sums == expected.window_loss_sums);
+  }
+  BOOST_CHECK_THROW(dist::sharded_perplexity(model, tokens, 1, comm()), nlb::ArgumentError);
+  BOOST_CHECK_THROW(dist::sharded_perplexity(model, std::span(tokens).first(10), 32, comm()),
+                    nlb::ArgumentError);
+}
+
+BOOST_AUTO_TEST_CASE(ridge_statistics_reduced_over_ranks_equal_one_pass) {
+  // Rows with a large common mean (the case the shifted merge exists for), 50 per rank block
+  // of a 7-block split, so ranks hold different numbers of rows.
+  const Index d_in = 6, d_out = 3, blocks = 7, per_block = 50;
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal;
+  nlb::RowMatrix<double> x(blocks * per_block, d_in), y(blocks * per_block, d_out);
+  for (Index i = 0; i < x.rows(); ++i) {
+    for (Index j = 0; j < d_in; ++j)
+      x(i, j) = 1e3 + normal(rng);
+    for (Index j = 0; j < d_out; ++j)
+      y(i, j) = -5e2 + normal(rng) + 0.1 * x(i, j % d_in);
+  }
+  nlb::RidgeStats<> one(d_in, d_out);
+  one.add(x, y);
+  const auto mine = dist::window_shard(blocks, comm().rank(), comm().size());
+  nlb::RidgeStats<> part(d_in, d_out);
+  part.add(x.middleRows(mine.first * per_block, mine.count * per_block),
+           y.middleRows(mine.first * per_block, mine.count * per_block));
+  dist::reduce_ridge_stats(comm(), part);
+  BOOST_TEST(part.count() == one.count());
+  auto close = [](const auto& a, const auto& b) {
+    return (a - b).norm() <= tol::ridge_merge_rel * b.norm();
+  };
+  BOOST_TEST(close(part.mean_x(), one.mean_x()));
+  BOOST_TEST(close(part.mean_y(), one.mean_y()));
+  BOOST_TEST(close(part.cxx(), one.cxx()));
+  BOOST_TEST(close(part.cxy(), one.cxy()));
+  BOOST_TEST(close(part.syy(), one.syy()));
+  // Every rank holds the same bits: rank 0's packed statistics, gathered from all.
+  const auto packed = part.packed();
+  const auto all = comm().all_gather(packed);
+  for (int r = 0; r < comm().size(); ++r)
+    BOOST_TEST(std::vector<double>(
+                   all.begin() + r * static_cast<std::ptrdiff_t>(packed.size()),
+                   all.begin() + (r + 1) * static_cast<std::ptrdiff_t>(packed.size())) == packed);
+}
+
+BOOST_AUTO_TEST_CASE(ridge_statistics_packed_round_trip_and_refusals) {
+  nlb::RidgeStats<> s(4, 2);
+  nlb::RowMatrix<double> x = nlb::RowMatrix<double>::Random(9, 4);
+  nlb::RowMatrix<double> y = nlb::RowMatrix<double>::Random(9, 2);
+  s.add(x, y);
+  const auto packed = s.packed();
+  BOOST_TEST(static_cast<Index>(packed.size()) == nlb::RidgeStats<>::packed_size(4, 2));
+  const auto back = nlb::RidgeStats<>::unpacked(packed, 4, 2);
+  BOOST_TEST(back.packed() == packed);
+  BOOST_TEST(back.count() == 9);
+  BOOST_TEST(back.mean_x() == s.mean_x());
+  says<nlb::FormatError>(
+      [&] { nlb::RidgeStats<>::unpacked(std::span(packed).first(packed.size() - 1), 4, 2); },
+      {"RidgeStats::unpacked: length", std::to_string(packed.size())});
+  auto bad = packed;
+  bad[0] = 2.5;
+  says<nlb::FormatError>([&] { nlb::RidgeStats<>::unpacked(bad, 4, 2); },
+                         {"RidgeStats::unpacked: count", "whole number"});
+  bad = packed;
+  bad[5] = std::numeric_limits<double>::quiet_NaN();
+  says<nlb::FormatError>([&] { nlb::RidgeStats<>::unpacked(bad, 4, 2); },
+                         {"RidgeStats::unpacked: entry 5", "finite"});
+}
