@@ -9,6 +9,7 @@ NLB_DEBIAN_PACKAGES=(
   libboost-test-dev libbenchmark-dev
   libopenblas-dev libblis-dev
   libthrust-dev
+  libopenmpi-dev openmpi-bin
 )
 
 nlb_ensure_packages() {

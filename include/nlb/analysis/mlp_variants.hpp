@@ -130,12 +130,71 @@ struct VariantLosses {
   }
 };
 
+/// The unmodified model's residual stream at the input of every layer (and after the last), for
+/// each of the first `windows` windows of `context` tokens of a token set: with it, a variant runs
+/// only from its first replaced layer (measure_variants' `prefix`). Memory: bytes_needed().
+template <class T, class Backend = backend::cpu>
+struct PrefixStreams {
+  using Stream = typename Transformer<T, Backend>::Stream;
+  std::vector<std::int32_t> tokens;  // the windows' tokens [windows · context], as given
+  Index context = 0;
+  std::vector<std::vector<Stream>> kept;         // [windows][layers + 1], each [context, d]
+  std::vector<std::vector<RouteCounts>> counts;  // [windows][layers]: rows each layer routed
+
+  /// The streams of `model` for the first `windows` windows of `tokens`: one unmodified pass.
+  /// ArgumentError when `tokens` has fewer than windows · context tokens.
+  static PrefixStreams keep(const Transformer<T, Backend>& model,
+                            std::span<const std::int32_t> tokens, Index windows, Index context) {
+    VariantLosses::prepare("PrefixStreams::keep", tokens, windows, context, 0, 0, false);
+    PrefixStreams out;
+    out.tokens.assign(tokens.begin(), tokens.begin() + windows * context);
+    out.context = context;
+    out.kept.resize(static_cast<std::size_t>(windows));
+    out.counts.assign(static_cast<std::size_t>(windows),
+                      std::vector<RouteCounts>(static_cast<std::size_t>(model.layer_count())));
+    typename Transformer<T, Backend>::Workspace ws;
+    Stream x;
+    const Index layers = model.layer_count();
+    for (Index w = 0; w < windows; ++w) {
+      auto& k = out.kept[static_cast<std::size_t>(w)];
+      k.resize(static_cast<std::size_t>(layers) + 1);
+      model.embed(
+          tokens.subspan(static_cast<std::size_t>(w * context), static_cast<std::size_t>(context)),
+          x);
+      for (Index l = 0; l < layers; ++l) {
+        k[static_cast<std::size_t>(l)] = x;
+        model.run_layers(x, l, l + 1, ws, {}, nullptr, NoTaps{},
+                         std::span(out.counts[static_cast<std::size_t>(w)]));
+      }
+      k[static_cast<std::size_t>(layers)] = x;
+    }
+    return out;
+  }
+
+  /// True when these are the streams of exactly the first `windows` windows of `context` tokens
+  /// of `t` (compared token by token).
+  bool holds(std::span<const std::int32_t> t, Index windows, Index ctx) const {
+    return ctx == context && static_cast<Index>(kept.size()) == windows &&
+           static_cast<Index>(t.size()) >= windows * ctx &&
+           std::equal(tokens.begin(), tokens.end(), t.begin());
+  }
+
+  /// Bytes keep() holds for `windows` windows: windows · (layers + 1) · context · d values of T.
+  static double bytes_needed(const Transformer<T, Backend>& model, Index windows, Index context) {
+    return static_cast<double>(windows) * static_cast<double>(model.layer_count() + 1) *
+           static_cast<double>(context) * static_cast<double>(model.config().d_model) *
+           static_cast<double>(sizeof(T));
+  }
+};
+
 /// Measures `variants` on the first `windows` windows of `context` tokens of `tokens`.
 ///
 /// Per window: when `with_base`, the unmodified model runs once (firing `base_taps`) and keeps
 /// the residual stream at every layer's input; each variant then runs only from its first
 /// replaced layer, continuing from the kept stream (a variant replacing layer ℓ costs layers
-/// ℓ .. L−1 plus the head). Without `with_base` every variant runs from the embedding. Variants
+/// ℓ .. L−1 plus the head). Without `with_base` every variant runs from the embedding, or, when
+/// `prefix` holds these windows' streams (PrefixStreams::holds), from its first replaced layer
+/// (the same arithmetic: the same losses, bit for bit). Variants
 /// run as per-layer MlpOverride: the model is neither changed nor copied.
 /// `progress(done, windows)` after each window. Throws ArgumentError when `tokens` has fewer
 /// than windows · context tokens. Memory: L · context · d values of kept stream.
@@ -144,7 +203,8 @@ VariantLosses measure_variants(const Transformer<T, Backend>& model,
                                std::span<const std::int32_t> tokens, Index windows, Index context,
                                const std::vector<MlpVariant<T, Backend>>& variants, bool with_base,
                                Taps&& base_taps = {},
-                               const std::function<void(Index, Index)>& progress = {}) {
+                               const std::function<void(Index, Index)>& progress = {},
+                               const PrefixStreams<T, Backend>* prefix = nullptr) {
   using Model = Transformer<T, Backend>;
   const Index layers = model.layer_count();
   VariantLosses out = VariantLosses::prepare("measure_variants", tokens, windows, context,
@@ -152,6 +212,8 @@ VariantLosses measure_variants(const Transformer<T, Backend>& model,
   std::vector<std::vector<LayerOverride<T, Backend>>> overrides;
   for (const auto& v : variants)
     overrides.push_back(v.overrides(layers));
+  if (with_base || (prefix && !prefix->holds(tokens, windows, context)))
+    prefix = nullptr;
   typename Model::Workspace ws;
   std::vector<typename Model::Stream> kept(static_cast<std::size_t>(layers) + 1);
   typename Model::Stream x;
@@ -171,9 +233,16 @@ VariantLosses measure_variants(const Transformer<T, Backend>& model,
       out.base.insert(out.base.end(), loss.begin(), loss.end());
     }
     for (std::size_t v = 0; v < variants.size(); ++v) {
-      const Index first = with_base ? variants[v].first_layer(layers) : 0;
+      const Index first = with_base || prefix ? variants[v].first_layer(layers) : 0;
       if (with_base) {
         x = kept[static_cast<std::size_t>(first)];
+      } else if (prefix) {
+        // The prefix's layers routed their rows when the prefix was kept: counted as if run.
+        x = prefix->kept[static_cast<std::size_t>(w)][static_cast<std::size_t>(first)];
+        for (Index l = 0; l < first; ++l) {
+          out.counts[v][static_cast<std::size_t>(l)] +=
+              prefix->counts[static_cast<std::size_t>(w)][static_cast<std::size_t>(l)];
+        }
       } else {
         model.embed(window, x);
       }

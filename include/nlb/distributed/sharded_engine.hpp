@@ -4,7 +4,9 @@
 // cross-corpus, joint calibration) gets the single-process result on every rank.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -53,15 +55,24 @@ inline void gather_variant_losses(const Communicator& comm, const VariantLosses&
 /// route counts are exact sums. Timings run on every rank's own model (the report takes rank
 /// 0's). `progress(done, windows)` reports this rank's share, scaled to the whole set.
 /// `model` and `comm` must outlive the engine. Every rank must call measure() together.
+///
+/// Measurements without the unmodified model (the joint calibration's, one per candidate state,
+/// all on the same windows) run from each variant's first replaced layer: on the first such call
+/// each rank keeps the unmodified stream of its shard (PrefixStreams, when it needs at most
+/// `prefix_bytes` per rank; default 1 GiB, as calibrate_joint's own cache), and later calls on the
+/// same windows reuse it — the same losses as from the embedding, bit for bit.
 template <class T, class Backend>
 VariantEngine<T, Backend> sharded_engine(const Transformer<T, Backend>& model,
-                                         const Communicator& comm) {
+                                         const Communicator& comm,
+                                         double prefix_bytes = double(std::size_t{1} << 30)) {
   using Engine = VariantEngine<T, Backend>;
+  auto prefix = std::make_shared<PrefixStreams<T, Backend>>();
   Engine engine;
   engine.name = "cpu, " + std::to_string(comm.size()) + " ranks";
-  engine.measure = [&model, &comm](typename Engine::Tokens tokens, Index windows, Index context,
-                                   const typename Engine::Variants& variants, bool with_base,
-                                   const typename Engine::Progress& progress) {
+  engine.measure = [&model, &comm, prefix, prefix_bytes](
+                       typename Engine::Tokens tokens, Index windows, Index context,
+                       const typename Engine::Variants& variants, bool with_base,
+                       const typename Engine::Progress& progress) {
     VariantLosses out = VariantLosses::prepare("sharded_engine: measure", tokens, windows, context,
                                                variants.size(), model.layer_count(), with_base);
     const WindowShard shard = window_shard(windows, comm.rank(), comm.size());
@@ -69,11 +80,14 @@ VariantEngine<T, Backend> sharded_engine(const Transformer<T, Backend>& model,
     if (progress) {
       scaled = [&](Index done, Index count) { progress(done * windows / count, windows); };
     }
-    const VariantLosses mine =
-        measure_variants(model,
-                         tokens.subspan(static_cast<std::size_t>(shard.first * context),
-                                        static_cast<std::size_t>(shard.count * context)),
-                         shard.count, context, variants, with_base, NoTaps{}, scaled);
+    const auto shard_tokens = tokens.subspan(static_cast<std::size_t>(shard.first * context),
+                                             static_cast<std::size_t>(shard.count * context));
+    if (!with_base && !prefix->holds(shard_tokens, shard.count, context) &&
+        PrefixStreams<T, Backend>::bytes_needed(model, shard.count, context) <= prefix_bytes) {
+      *prefix = PrefixStreams<T, Backend>::keep(model, shard_tokens, shard.count, context);
+    }
+    const VariantLosses mine = measure_variants(model, shard_tokens, shard.count, context, variants,
+                                                with_base, NoTaps{}, scaled, prefix.get());
     gather_variant_losses(comm, mine, with_base, out);
     return out;
   };
