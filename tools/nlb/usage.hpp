@@ -65,7 +65,9 @@ inline const std::vector<CommandHelp>& command_help() {
                  "usage: nlb eval [--model DIR] (--text FILE | --tokens FILE [--token-dtype u32])\n"
                  "                [--context N] [--max-windows K] [--device cpu|cuda] [--json]\n\n"
                  "Perplexity under the windowed protocol (PAPERS §A2): non-overlapping windows\n"
-                 "from the file start, every position but a window's first predicted.\n\n" +
+                 "from the file start, every position but a window's first predicted. Under\n"
+                 "mpirun -n K the windows are spread over K ranks; rank 0 prints the result of\n"
+                 "one process (docs/scaling.md).\n\n" +
                      std::string(model_line) + token_lines +
                      "  --context N           window length (default: the model's n_positions)\n"
                      "  --max-windows K       at most K windows (default 0: all)\n" +
@@ -115,7 +117,10 @@ inline const std::vector<CommandHelp>& command_help() {
          "                  --eval-tokens-file F --cross-tokens-file F [--token-dtype u32] ...\n\n"
          "The MLP budget report of PAPERS §A (docs/budget.md). With no arguments: the shipped\n"
          "model and texts, the report in ./" +
-             std::string(budget_default_out) + ".\n\n" + model_line +
+             std::string(budget_default_out) +
+             ".\nUnder mpirun -n K the forward passes' windows are spread over K ranks; rank 0\n"
+             "writes the report one process writes (docs/scaling.md).\n\n" +
+             model_line +
              "  --fit-text F          ridge surrogates are fitted here (default data/kjv-fit.txt)\n"
              "  --label-text F        delta labels, gates, joint calibration (default "
              "data/kjv-label.txt)\n"
