@@ -6,6 +6,7 @@
 
 #include "nlb/distributed/communicator.hpp"
 #include "nlb/distributed/ridge_reduction.hpp"
+#include "nlb/distributed/row_parts.hpp"
 #include "nlb/distributed/sharded_engine.hpp"
 #include "nlb/distributed/sharded_perplexity.hpp"
 #include "nlb/distributed/window_shard.hpp"

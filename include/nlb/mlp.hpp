@@ -10,3 +10,4 @@
 #include "nlb/mlp/ridge_stats.hpp"
 #include "nlb/mlp/ridge_surrogate.hpp"
 #include "nlb/mlp/route_counts.hpp"
+#include "nlb/mlp/row_parts.hpp"

@@ -227,6 +227,53 @@ BOOST_AUTO_TEST_CASE(ridge_statistics_reduced_over_ranks_equal_one_pass) {
                    all.begin() + (r + 1) * static_cast<std::ptrdiff_t>(packed.size())) == packed);
 }
 
+BOOST_AUTO_TEST_CASE(gate_fitted_over_ranks_equals_one_fit) {
+  // 350 rows in 2 blocks (with 3 ranks one rank holds none), 6 features: a noisy linear rule, a
+  // feature constant everywhere (3.0) and one constant only on the first block's rows.
+  const Index d = 6, blocks = 2, per_block = 175, n = blocks * per_block;
+  std::mt19937 rng(5);
+  std::normal_distribution<double> normal;
+  nlb::Activations<double> x(n, d);
+  std::vector<std::uint8_t> labels(static_cast<std::size_t>(n));
+  for (Index i = 0; i < n; ++i) {
+    for (Index j = 0; j < 4; ++j)
+      x(i, j) = 2.0 + normal(rng);
+    x(i, 4) = 3.0;
+    x(i, 5) = i < per_block ? 1.0 : normal(rng);
+    const double score = x(i, 0) - 0.5 * x(i, 1) + 0.3 * x(i, 5) - 1.0 + 0.5 * normal(rng);
+    labels[static_cast<std::size_t>(i)] = score > 0 ? 1 : 0;
+  }
+  nlb::GateFitOptions options;
+  options.gradient_tolerance = 1e-12;
+  nlb::HyperplaneGate<double> one;
+  const auto one_report = one.fit(x, labels, options);
+  const auto mine = dist::window_shard(blocks, comm().rank(), comm().size());
+  const Index first = mine.first * per_block, rows = mine.count * per_block;
+  nlb::HyperplaneGate<double> part;
+  const auto part_report = part.fit(
+      x.middleRows(first, rows),
+      std::span(labels).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows)),
+      options, dist::row_parts(comm()));
+  BOOST_TEST(part_report.gradient_norm <= options.gradient_tolerance);
+  BOOST_TEST(one_report.gradient_norm <= options.gradient_tolerance);
+  BOOST_TEST(part_report.iterations == one_report.iterations);
+  BOOST_TEST(std::abs(part_report.training_accuracy - one_report.training_accuracy) <= 1e-12);
+  BOOST_TEST(part.constant_features() == one.constant_features());
+  BOOST_TEST(one.constant_features().size() == 1u);  // feature 4 only: 5 varies on block 2
+  const double weights = (part.folded_weight() - one.folded_weight()).cwiseAbs().maxCoeff();
+  BOOST_TEST_MESSAGE("gate over " << comm().size() << " ranks: max |Δw'| " << weights << ", |Δb'| "
+                                  << std::abs(part.folded_bias() - one.folded_bias()));
+  BOOST_TEST(weights <= tol::gate_distributed_abs);
+  BOOST_TEST(std::abs(part.folded_bias() - one.folded_bias()) <= tol::gate_distributed_abs);
+  // Every rank ended with the same gate, bit for bit.
+  std::vector<double> theta(part.folded_weight().data(),
+                            part.folded_weight().data() + part.folded_weight().size());
+  theta.push_back(part.folded_bias());
+  const auto all = comm().all_gather(theta);
+  for (int r = 0; r < comm().size(); ++r)
+    BOOST_TEST(std::equal(theta.begin(), theta.end(), all.begin() + r * std::ptrdiff_t(d + 1)));
+}
+
 BOOST_AUTO_TEST_CASE(ridge_statistics_packed_round_trip_and_refusals) {
   nlb::RidgeStats<> s(4, 2);
   nlb::RowMatrix<double> x = nlb::RowMatrix<double>::Random(9, 4);

@@ -50,6 +50,12 @@ inline constexpr double gate_gradient_abs = 1e-6;
 // Hessian's smallest eigenvalue is >= 0.01, so by strong convexity ‖Δθ‖₂ <= 2·√3·1e-12 / 0.01
 // ≈ 3.5e-10; the bound leaves a factor ~3 for rounding in the gradients.
 inline constexpr double gate_solution_abs = 1e-9;
+// The same Newton fit with its rows split over ranks (RowParts) vs one part, max |Δθ|: only the
+// order of the row sums differs (standardization, gradient, Hessian, line search), so both runs
+// stop at ‖∇f‖∞ <= 1e-12 of objectives that differ by rounding; with the Hessian's smallest
+// eigenvalue >= 1 on the weights (the identity block) and >> 1 on the bias (350 rows) that puts
+// them within ≈ 2·√7·1e-12 ≈ 5e-12 of each other; the bound leaves a factor 20.
+inline constexpr double gate_distributed_abs = 1e-10;
 // Folded score x·w' + b' in T vs the unfolded ((x − μ) ⊘ σ)·w + b in double: bound =
 // factor · (d + 3) · eps_T · (Σ|x_j w'_j| + Σ|μ_j w'_j| + |b|). The γ_n forward bound of a
 // length-n dot product is n·u = n·eps/2; d products, the bias, and the rounding of w' and b'

@@ -16,6 +16,7 @@
 #include "nlb/mlp/detail/gate_calibration.hpp"
 #include "nlb/mlp/detail/gate_newton.hpp"
 #include "nlb/mlp/gate_labels.hpp"
+#include "nlb/mlp/row_parts.hpp"
 
 namespace nlb {
 
@@ -96,10 +97,18 @@ class HyperplaneGate {
   /// ArgumentError (a label other than 0/1, only one class present, C <= 0, tolerance <= 0,
   /// max_iterations < 0). Cost: O(N d²) per Newton step (Hessian) + O(d³) (LDLT); memory
   /// O(d² + 256 d) beside X. The gate is unchanged if it throws.
+  ///
+  /// With `parts` (nlb/mlp/row_parts.hpp; e.g. nlb::distributed::row_parts over MPI ranks) X and
+  /// labels are this part's rows — a part may hold none — and the fit is the one over all parts'
+  /// rows: the standardization and every Newton sum are reduced over the parts, so all parts end
+  /// with the same gate; it equals the one-part fit up to the order of those sums. Every part calls
+  /// it together; the errors about rows and classes count all parts' rows.
   GateFitReport fit(const Eigen::Ref<const Activations<T>>& X, std::span<const std::uint8_t> labels,
-                    const GateFitOptions& options = {}) {
+                    const GateFitOptions& options = {}, const RowParts& parts = {}) {
     check_options(options);
-    if (X.rows() == 0) {
+    double rows = static_cast<double>(X.rows());
+    parts.add_up(std::span(&rows, 1));
+    if (rows == 0) {
       throw ShapeError(
           detail::expected_found("HyperplaneGate::fit activation rows", "at least 1", 0));
     }
@@ -110,12 +119,13 @@ class HyperplaneGate {
     check_dim("HyperplaneGate::fit labels (one per activation row)", X.rows(),
               static_cast<long long>(labels.size()));
     check_finite("HyperplaneGate::fit activations", X);
-    check_labels(labels);
+    check_labels(labels, parts);
 
     const mlp::detail::FeatureStandardization standardization =
-        mlp::detail::standardize_features(X);
+        mlp::detail::standardize_features(X, parts);
     const mlp::detail::LogisticSolution solution = mlp::detail::solve_logistic_newton(
-        X, standardization, labels, options.C, options.gradient_tolerance, options.max_iterations);
+        X, standardization, labels, options.C, options.gradient_tolerance, options.max_iterations,
+        parts);
 
     weight_ = solution.weight;
     bias_ = solution.bias;
@@ -249,16 +259,18 @@ class HyperplaneGate {
     }
   }
 
-  static void check_labels(std::span<const std::uint8_t> labels) {
-    std::size_t linear = 0;
+  static void check_labels(std::span<const std::uint8_t> labels, const RowParts& parts) {
+    double counts[2] = {0.0, static_cast<double>(labels.size())};  // linear, all (every part)
     for (std::size_t i = 0; i < labels.size(); ++i) {
       if (labels[i] > 1) {
         throw ArgumentError(detail::expected_found("HyperplaneGate::fit label " + std::to_string(i),
                                                    "0 or 1", static_cast<int>(labels[i])));
       }
-      linear += labels[i];
+      counts[0] += labels[i];
     }
-    const std::size_t nonlinear = labels.size() - linear;
+    parts.add_up(counts);
+    const auto linear = static_cast<long long>(counts[0]);
+    const auto nonlinear = static_cast<long long>(counts[1]) - linear;
     if (linear == 0 || nonlinear == 0) {
       throw ArgumentError(detail::expected_found(
           "HyperplaneGate::fit labels", "both classes (1 = linear OK, 0 = needs the MLP) present",

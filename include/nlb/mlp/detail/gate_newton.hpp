@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "nlb/core/errors.hpp"
+#include "nlb/mlp/row_parts.hpp"
 
 namespace nlb::mlp::detail {
 
@@ -24,41 +25,50 @@ struct FeatureStandardization {
   std::vector<Eigen::Index> constant_features;  // features whose std is zero
 };
 
-/// Mean and population standard deviation of each column of X [N, d], two passes in double.
+/// Mean and population standard deviation of each column of X [N, d], two passes in double,
+/// over the rows of every part of `parts` (X holds this part's rows, possibly none).
 /// A feature whose values are all equal (or whose deviations underflow to a zero variance) gets
 /// mean = its value, scale = 1, and is listed in `constant_features`: its z-score is then exactly
 /// 0 on the training rows, so the regulariser drives its weight to 0. The exact-equality test
-/// matters: a column of n copies of 0.1 has a computed mean that differs from 0.1 in the last
-/// bit, and dividing that rounding residue by a rounding-sized std would invent a feature.
-/// O(N d).
+/// (largest value == smallest value) matters: a column of n copies of 0.1 has a computed mean
+/// that differs from 0.1 in the last bit, and dividing that rounding residue by a rounding-sized
+/// std would invent a feature. O(N d).
 template <class Derived>
-FeatureStandardization standardize_features(const Eigen::MatrixBase<Derived>& X) {
-  const Eigen::Index n = X.rows();
+FeatureStandardization standardize_features(const Eigen::MatrixBase<Derived>& X,
+                                            const RowParts& parts = {}) {
   const Eigen::Index d = X.cols();
   FeatureStandardization out;
   out.mean = Eigen::VectorXd::Zero(d);
   out.scale = Eigen::VectorXd::Zero(d);
-  std::vector<char> constant(static_cast<std::size_t>(d), 1);
-  for (Eigen::Index i = 0; i < n; ++i) {
+  // [largest value | −smallest value] per feature: one maximum over the parts gives both.
+  Eigen::VectorXd extremes =
+      Eigen::VectorXd::Constant(2 * d, -std::numeric_limits<double>::infinity());
+  for (Eigen::Index i = 0; i < X.rows(); ++i) {
     for (Eigen::Index j = 0; j < d; ++j) {
       const auto v = static_cast<double>(X(i, j));
       out.mean(j) += v;
-      if (v != static_cast<double>(X(0, j)))
-        constant[static_cast<std::size_t>(j)] = 0;
+      extremes(j) = std::max(extremes(j), v);
+      extremes(d + j) = std::max(extremes(d + j), -v);
     }
   }
-  out.mean /= static_cast<double>(n);
-  for (Eigen::Index i = 0; i < n; ++i) {
+  double n = static_cast<double>(X.rows());
+  parts.add_up(std::span(&n, 1));
+  parts.add_up(std::span(out.mean.data(), static_cast<std::size_t>(d)));
+  parts.take_max(std::span(extremes.data(), static_cast<std::size_t>(2 * d)));
+  out.mean /= n;
+  for (Eigen::Index i = 0; i < X.rows(); ++i) {
     for (Eigen::Index j = 0; j < d; ++j) {
       const double deviation = static_cast<double>(X(i, j)) - out.mean(j);
       out.scale(j) += deviation * deviation;
     }
   }
+  parts.add_up(std::span(out.scale.data(), static_cast<std::size_t>(d)));
   for (Eigen::Index j = 0; j < d; ++j) {
-    out.scale(j) = std::sqrt(out.scale(j) / static_cast<double>(n));
-    if (constant[static_cast<std::size_t>(j)] || out.scale(j) == 0.0) {
-      if (constant[static_cast<std::size_t>(j)])
-        out.mean(j) = static_cast<double>(X(0, j));
+    out.scale(j) = std::sqrt(out.scale(j) / n);
+    const bool constant = extremes(j) == -extremes(d + j);
+    if (constant || out.scale(j) == 0.0) {
+      if (constant)
+        out.mean(j) = extremes(j);
       out.scale(j) = 1.0;
       out.constant_features.push_back(j);
     }
@@ -127,6 +137,10 @@ struct LogisticSolution {
 /// the step cannot be judged worse. Stops when ‖∇f‖∞ <= tolerance, after max_iterations steps,
 /// or when no step passes the line search (then gradient_norm > tolerance says so).
 ///
+/// With `parts`, X and targets hold this part's rows (possibly none) and every sum over rows above
+/// — gradient, Hessian, objective, line-search change, accuracy — is reduced over all parts
+/// before it is used, so every part takes the same steps and returns the same θ.
+///
 /// Rows are z-scored on the fly in blocks of `block_rows`, so memory is O(d² + block_rows·d)
 /// beside the input, never a second copy of X. Cost per Newton step: O(N d²) for the Hessian
 /// (a symmetric rank-k update per block), O(d³/3) for LDLT, O(N d) for the rest.
@@ -134,7 +148,8 @@ template <class Derived>
 LogisticSolution solve_logistic_newton(const Eigen::MatrixBase<Derived>& X,
                                        const FeatureStandardization& standardization,
                                        std::span<const std::uint8_t> targets, double C,
-                                       double tolerance, int max_iterations) {
+                                       double tolerance, int max_iterations,
+                                       const RowParts& parts = {}) {
   using Eigen::Index;
   using BlockMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   constexpr Index block_rows = 256;
@@ -189,11 +204,13 @@ LogisticSolution solve_logistic_newton(const Eigen::MatrixBase<Derived>& X,
       }
       gradient.noalias() += block.transpose() * residual.segment(first, rows);
     });
+    parts.add_up(std::span(gradient.data(), static_cast<std::size_t>(p)));
     gradient *= C;
     gradient.head(d) += theta.head(d);
     double loss = 0.0;
     for (Index i = 0; i < n; ++i)
       loss += softplus(-sign(i) * margin(i));
+    parts.add_up(std::span(&loss, 1));
     out.objective = 0.5 * theta.head(d).squaredNorm() + C * loss;
     out.gradient_norm = gradient.template lpNorm<Eigen::Infinity>();
     if (!std::isfinite(out.gradient_norm) || !std::isfinite(out.objective)) {
@@ -215,6 +232,7 @@ LogisticSolution solve_logistic_newton(const Eigen::MatrixBase<Derived>& X,
       }
       hessian.selfadjointView<Eigen::Lower>().rankUpdate(weighted.transpose(), C);
     });
+    parts.add_up(std::span(hessian.data(), static_cast<std::size_t>(p * p)));
     hessian.diagonal().head(d).array() += 1.0;
     const Eigen::LDLT<Eigen::MatrixXd, Eigen::Lower> factorization(hessian);
     direction = factorization.solve(-gradient);
@@ -240,9 +258,11 @@ LogisticSolution solve_logistic_newton(const Eigen::MatrixBase<Derived>& X,
         change.add(row_change);
         absolute_change += std::abs(row_change);
       }
+      double data_change[2] = {change.value(), absolute_change};
+      parts.add_up(data_change);
       const double regulariser_change = step * w_dot_dw + 0.5 * step * step * dw_squared;
-      const double objective_change = regulariser_change + C * change.value();
-      const double rounding = 8.0 * eps * (std::abs(regulariser_change) + C * absolute_change);
+      const double objective_change = regulariser_change + C * data_change[0];
+      const double rounding = 8.0 * eps * (std::abs(regulariser_change) + C * data_change[1]);
       if (objective_change <= armijo * step * slope + rounding) {
         theta += step * direction;
         accepted = true;
@@ -256,12 +276,13 @@ LogisticSolution solve_logistic_newton(const Eigen::MatrixBase<Derived>& X,
   out.iterations = iteration;
   out.weight = theta.head(d);
   out.bias = theta(d);
-  Index correct = 0;
+  double counted[2] = {0.0, static_cast<double>(n)};  // rows classified right, rows
   for (Index i = 0; i < n; ++i) {
     if ((margin(i) > 0.0) == (targets[static_cast<std::size_t>(i)] != 0))
-      ++correct;
+      counted[0] += 1.0;
   }
-  out.training_accuracy = static_cast<double>(correct) / static_cast<double>(n);
+  parts.add_up(counted);
+  out.training_accuracy = counted[0] / counted[1];
   return out;
 }
 
