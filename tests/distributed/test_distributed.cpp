@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE(sharded_engine_equals_one_process_bit_for_bit) {
       BOOST_TEST(got.variant[i] == expected.variant[i]);
   }
   // The gated variant routed rows both ways, so the counts compared above were not trivial.
-  const auto& gated = nlb::measure_variants(model, tokens, 5, context, v.list, true).counts.back();
+  const auto gated = nlb::measure_variants(model, tokens, 5, context, v.list, true).counts.back();
   BOOST_TEST(gated[1].linear > 0);
   BOOST_TEST(gated[1].full > 0);
   says<nlb::ArgumentError>([&] { engine.measure(tokens, 6, context, v.list, true, {}); },

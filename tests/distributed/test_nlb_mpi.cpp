@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli_runner.hpp"
+#include "report_json.hpp"
 #include "scratch_dir.hpp"
 
 #ifndef NLB_MPIEXEC
@@ -35,21 +36,8 @@ nlb::test::CliResult run(const fs::path& dir, int ranks, const std::string& args
 }
 
 // Every field but the wall-clock ones (names containing "time") and the rank count.
-json deterministic(json v) {
-  if (v.is_object()) {
-    json out = json::object();
-    for (auto& [key, sub] : v.items())
-      if (key.find("time") == std::string::npos && key != "ranks")
-        out[key] = deterministic(sub);
-    return out;
-  }
-  if (v.is_array()) {
-    json out = json::array();
-    for (auto& sub : v)
-      out.push_back(deterministic(sub));
-    return out;
-  }
-  return v;
+json deterministic(const json& report) {
+  return nlb::test::without_timing(report, {"ranks"});
 }
 
 // Short eval and cross texts (12 windows of 128 bytes each), small fit and label sets.
@@ -134,4 +122,16 @@ BOOST_AUTO_TEST_CASE(an_error_ends_every_rank_and_leaves_no_report) {
   BOOST_TEST(unwritable.exit_code != 0);
   BOOST_TEST(contains(unwritable.err, "(rank 0 of 2)"), unwritable.err);
   BOOST_TEST(!fs::exists(blocker / "report"));
+  // One process per GPU is not built: --device cuda with ranks is a usage error (exit 2).
+  const auto cuda =
+      run(in.dir.path, 2, "eval --text '" + in.eval.string() + "' --context 64 --device cuda");
+  BOOST_TEST(cuda.exit_code == 2);
+  BOOST_TEST(contains(cuda.err, "--device cuda under an MPI launcher"), cuda.err);
+  // The other commands would run once per rank and write the same files: refused.
+  const auto forward = run(in.dir.path, 2,
+                           "forward --text '" + in.eval.string() +
+                               "' --context 64 --windows 1 --out logits.safetensors");
+  BOOST_TEST(forward.exit_code == 2);
+  BOOST_TEST(contains(forward.err, "runs as one process only"), forward.err);
+  BOOST_TEST(!fs::exists(in.dir.path / "logits.safetensors"));
 }

@@ -21,6 +21,7 @@
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/config.hpp"
+#include "report_json.hpp"
 #include "scratch_dir.hpp"
 #include "tolerances.hpp"
 
@@ -129,23 +130,7 @@ std::vector<std::string> schema_errors(const json& report) {
   return errors;
 }
 
-// Removes every wall-clock field (names containing "time"): what is left is deterministic.
-json without_timing(json v) {
-  if (v.is_object()) {
-    json out = json::object();
-    for (auto& [key, sub] : v.items())
-      if (key.find("time") == std::string::npos)
-        out[key] = without_timing(sub);
-    return out;
-  }
-  if (v.is_array()) {
-    json out = json::array();
-    for (auto& sub : v)
-      out.push_back(without_timing(sub));
-    return out;
-  }
-  return v;
-}
+using nlb::test::without_timing;
 
 std::vector<std::string> split(const std::string& line, char sep) {
   std::vector<std::string> out;

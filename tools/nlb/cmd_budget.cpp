@@ -172,11 +172,8 @@ int run_budget(const std::vector<std::string>& argv) {
 
   DeviceEngine device;  // empty: the passes run on the host model
   const auto& group = ranks();
+  refuse_device_with_ranks(cuda_device_requested(args));
   if (cuda_device_requested(args)) {
-    if (group.size() > 1)
-      throw UsageError(
-          "--device cuda under an MPI launcher: not supported (one process per GPU "
-          "is not built yet); run it as one process");
     device = make_cuda_variant_engine(model);
     sources.device = "cuda";
   } else if (group.size() > 1) {

@@ -24,11 +24,8 @@ int run_eval(const std::vector<std::string>& argv) {
   const auto& group = ranks();
   const Progress progress("eval windows", group.leader());
   PerplexityResult r;
+  refuse_device_with_ranks(cuda_device_requested(args));
   if (cuda_device_requested(args)) {
-    if (group.size() > 1)
-      throw UsageError(
-          "--device cuda under an MPI launcher: not supported (one process per GPU "
-          "is not built yet); run it as one process");
     r = evaluate_perplexity(DeviceModel(make_cuda_runner(model), config), tokens, context,
                             max_windows, progress);
   } else if (group.size() > 1) {

@@ -89,6 +89,13 @@ int main(int argc, char** argv) {
     // value of an option (a prompt, a file name), and the parser's error points to the page.
     if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h"))
       return run_help({command});
+    // Under an MPI launcher only the commands that spread their windows over the ranks run; any
+    // other would run K times over and its ranks would write the same output files.
+    if (nlb::cli::ranks().size() > 1 && command != "eval" && command != "budget") {
+      throw nlb::cli::UsageError(
+          "runs as one process only (under an MPI launcher, eval and budget spread their work "
+          "over the ranks; docs/scaling.md)");
+    }
     return run(rest);
   } catch (const nlb::cli::UsageError& e) {
     std::fprintf(stderr, "nlb %s%s: %s\n", command.c_str(), nlb::cli::rank_label().c_str(),

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "args.hpp"
 #include "nlb/distributed/communicator.hpp"
 
 namespace nlb::cli {
@@ -23,5 +24,15 @@ const distributed::Communicator& ranks();
 
 /// "" for one process, else " (rank R of K)": appended to error messages.
 std::string rank_label();
+
+/// UsageError when `--device cuda` was asked for and this run has more than one rank: one
+/// process per GPU is not built, so the ranks would share one device.
+inline void refuse_device_with_ranks(bool cuda_requested) {
+  if (cuda_requested && ranks().size() > 1) {
+    throw UsageError(
+        "--device cuda under an MPI launcher: not supported (one process per GPU is not built "
+        "yet); run it as one process");
+  }
+}
 
 }  // namespace nlb::cli
