@@ -11,7 +11,13 @@
 
 #include "error_message.hpp"
 #include "nlb/analysis/budget.hpp"
-#include "nlb/distributed.hpp"
+#include "nlb/distributed.hpp"  // the umbrella compiles; the pieces under test, by name:
+#include "nlb/distributed/communicator.hpp"
+#include "nlb/distributed/ridge_reduction.hpp"
+#include "nlb/distributed/row_parts.hpp"
+#include "nlb/distributed/sharded_engine.hpp"
+#include "nlb/distributed/sharded_perplexity.hpp"
+#include "nlb/distributed/window_shard.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
 #include "tolerances.hpp"
