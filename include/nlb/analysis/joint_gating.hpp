@@ -123,24 +123,10 @@ JointCalibration calibrate_joint(
   typename Model::Workspace ws;
   typename Model::Stream x;
   RowMatrix<T> logits;
-  std::vector<std::vector<typename Model::Stream>> kept;
-  const double need = static_cast<double>(windows) * static_cast<double>(layers + 1) *
-                      static_cast<double>(context) * static_cast<double>(model.config().d_model) *
-                      sizeof(T);
-  if (!measure_elsewhere && need <= static_cast<double>(cache_bytes)) {
-    kept.resize(static_cast<std::size_t>(windows));
-    for (Index w = 0; w < windows; ++w) {
-      auto& k = kept[static_cast<std::size_t>(w)];
-      k.resize(layers + 1);
-      model.embed(label_tokens.subspan(static_cast<std::size_t>(w * context),
-                                       static_cast<std::size_t>(context)),
-                  x);
-      for (std::size_t l = 0; l < layers; ++l) {
-        k[l] = x;
-        model.run_layers(x, static_cast<Index>(l), static_cast<Index>(l) + 1, ws);
-      }
-      k[layers] = x;
-    }
+  PrefixStreams<T, Backend> prefix;
+  if (!measure_elsewhere && PrefixStreams<T, Backend>::bytes_needed(model, windows, context) <=
+                                static_cast<double>(cache_bytes)) {
+    prefix = PrefixStreams<T, Backend>::keep(model, label_tokens, windows, context);
   }
   auto measure = [&](const std::vector<Index>& k, JointState& s) {
     s.fractions.assign(layers, 0.0);
@@ -165,8 +151,8 @@ JointCalibration calibrate_joint(
     for (Index w = 0; w < windows && counted < n && !measure_elsewhere; ++w) {
       const auto window = label_tokens.subspan(static_cast<std::size_t>(w * context),
                                                static_cast<std::size_t>(context));
-      if (!kept.empty()) {
-        x = kept[static_cast<std::size_t>(w)][static_cast<std::size_t>(first)];
+      if (!prefix.kept.empty()) {
+        x = prefix.kept[static_cast<std::size_t>(w)][static_cast<std::size_t>(first)];
         model.run_layers(x, first, static_cast<Index>(layers), ws, overrides, nullptr, NoTaps{},
                          std::span(counts));
       } else {
