@@ -123,10 +123,20 @@ std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources
        "1 iff delta <= median(delta) of the training positions (25th percentile "
        "if fewer than 5% of delta are negative)"},
       {"gate", "L2 logistic regression, C = 1, z-scored MLP input, threshold 0 (p > 0.5)"},
+      {"calibration_search", to_string(p.calibration_search)},
       {"calibration",
-       "greedy on the label set: raise one layer's linear fraction by "
-       "calibration_step, the cheapest joint label delta first (lazy)"},
+       p.calibration_search == CalibrationSearch::allocation
+           ? "allocation on the calibration split: per-layer cost curves (one layer gated at "
+             "fractions k * calibration_step), a knapsack for the most FLOPs saved, re-measured "
+             "jointly and corrected until the upper end of the 95% bootstrap interval of the "
+             "joint calibration delta meets the budget"
+           : "greedy on the label set: raise one layer's linear fraction by "
+             "calibration_step, the cheapest joint label delta first (lazy)"},
+      {"calibration_tokens", p.calibration_tokens},
+      {"calibration_windows", p.calibration_windows()},
+      {"calibration_split", "the label file's windows after the label windows"},
       {"calibration_step", p.calibration_step},
+      {"allocation_tries", p.allocation_tries},
       {"no_fly_delta", p.no_fly_delta},
       {"no_fly_min_count", p.no_fly_min_count},
       {"timing_windows", std::min(p.timing_windows, r.eval.windows)},
@@ -198,6 +208,9 @@ std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources
                      {"label_delta_pct", num(s.label_delta_pct)},
                      {"label_linear_fraction", num(s.label_linear_fraction)},
                      {"label_layer_fraction", s.fractions},
+                     {"calibration_delta_pct", num(s.calibration_delta_pct.value)},
+                     {"calibration_delta_pct_ci", interval(s.calibration_delta_pct)},
+                     {"calibration_linear_fraction", num(s.calibration_linear_fraction)},
                      {"thresholds", thresholds},
                      {"flops_saved_pct", num(j.flops.forward_pct)},
                      {"mlp_flops_saved_pct", num(j.flops.mlp_pct)},
@@ -222,6 +235,39 @@ std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources
   }
   out["calibration_path"] = path;
   out["calibration_evaluations"] = r.label.calibration.evaluations;
+  json curves = json::array();
+  const auto& cc = r.label.cost_curves;
+  for (std::size_t l = 0; l < cc.delta_pct.size(); ++l) {
+    json d = json::array(), f = json::array();
+    for (std::size_t k = 0; k < cc.delta_pct[l].size(); ++k) {
+      d.push_back(num(cc.delta_pct[l][k]));
+      f.push_back(num(cc.linear_fraction[l][k]));
+    }
+    curves.push_back({{"layer", l}, {"delta_pct", d}, {"linear_fraction", f}});
+  }
+  out["cost_curves"] = curves;
+  json allocations = json::array();
+  for (const auto& a : r.label.allocations) {
+    json tries = json::array();
+    for (const auto& t : a.tries) {
+      std::vector<double> fractions;
+      for (Index k : t.steps)
+        fractions.push_back(static_cast<double>(k) * p.calibration_step);
+      tries.push_back({{"capacity_pct", num(t.capacity_pct)},
+                       {"predicted_pct", num(t.predicted_pct)},
+                       {"label_layer_fraction", fractions},
+                       {"calibration_delta_pct", num(t.calibration.delta_pct.value)},
+                       {"calibration_delta_pct_ci", interval(t.calibration.delta_pct)},
+                       {"calibration_linear_fraction", num(t.calibration.linear_fraction)},
+                       {"meets", t.meets},
+                       {"measured", t.measured}});
+    }
+    allocations.push_back({{"budget_pct", a.budget_pct},
+                           {"chosen", a.chosen},
+                           {"evaluations", a.evaluations},
+                           {"tries", tries}});
+  }
+  out["allocation"] = allocations;
   json stages = json::array();
   double total = 0;
   for (const auto& [name, seconds] : r.timing) {
@@ -307,7 +353,16 @@ std::string budget_report_markdown(const BudgetReport<float>& r, const BudgetSou
      << " windows): ridge surrogates, lambda = " << p.lambda << " (absolute, float64) |\n"
      << "| label | `" << src.label << "` | first " << p.label_tokens << " predicted positions ("
      << p.label_windows() << " windows): delta, gates (first " << p.label_train_positions()
-     << "), AUC (last " << p.label_tokens - p.label_train_positions() << "), joint calibration |\n"
+     << "), AUC (last " << p.label_tokens - p.label_train_positions() << ")"
+     << (p.calibration_search == CalibrationSearch::greedy ? ", greedy joint calibration" : "")
+     << " |\n"
+     << "| calibration | `" << src.label << "` | the next " << p.calibration_windows()
+     << " windows (" << p.calibration_windows() * (p.context - 1)
+     << " predicted positions, none used to fit a gate): "
+     << (p.calibration_search == CalibrationSearch::allocation
+             ? "per-layer cost curves and the joint calibration"
+             : "the chosen states measured")
+     << " |\n"
      << "| eval | `" << src.eval << "` | every full window: " << r.eval.windows << " windows, "
      << r.eval.predicted_tokens << " predicted tokens |\n"
      << "| cross | `" << src.cross << "` | " << r.no_fly.cross_windows
@@ -362,24 +417,36 @@ std::string budget_report_markdown(const BudgetReport<float>& r, const BudgetSou
   md << "\n![delta distribution](delta_distribution.svg) (layer " << mid
      << ", label positions)\n\n";
   md << "## Joint gating, measured jointly (PAPERS §A7)\n\n"
-     << "All gates on at once; per-layer thresholds calibrated on the label set (greedy, step "
-     << p.calibration_step << ", " << r.label.calibration.evaluations
-     << " label passes). Eval Δ% is measured with every gate on. FLOPs: PAPERS §A5. Time: "
-        "median of "
+     << "All gates on at once. "
+     << (p.calibration_search == CalibrationSearch::allocation
+             ? "Per-layer thresholds allocated on the calibration split (cost curve per layer, "
+               "knapsack, corrected by joint measurement until the upper end of the 95% interval "
+               "of the calibration Δ% is within the budget; step " +
+                   fmt("%g", p.calibration_step) + ", " +
+                   std::to_string(r.label.calibration.evaluations) + " joint calibration passes)"
+             : "Per-layer thresholds calibrated on the label set (greedy, step " +
+                   fmt("%g", p.calibration_step) + ", " +
+                   std::to_string(r.label.calibration.evaluations) + " label passes)")
+     << ". Label Δ%: the positions the gates were fitted on; calibration Δ%: the calibration "
+        "split; eval Δ%: text the calibration never saw, with every gate on. FLOPs: PAPERS §A5. "
+        "Time: median of "
      << p.timing_repetitions << " alternating repetitions over "
      << std::min(p.timing_windows, r.eval.windows)
      << " eval windows (prefill), and of decoding the first " << std::min(p.decode_steps, p.context)
      << " eval tokens one at a time through the KV cache (decode), this machine, this run.\n\n"
-     << "| budget | label Δ% | eval Δ% [95% CI] | % MLP rows linear | FLOPs saved (MLPs) | FLOPs "
-        "saved (forward) | prefill dense ms | prefill gated ms | prefill time saved | decode "
-        "dense ms | decode gated ms | decode time saved |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+     << "| budget | label Δ% | calibration Δ% [95% CI] | eval Δ% [95% CI] | % MLP rows linear | "
+        "FLOPs saved (MLPs) | FLOPs saved (forward) | prefill dense ms | prefill gated ms | "
+        "prefill time saved | decode dense ms | decode gated ms | decode time saved |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (std::size_t b = 0; b < r.eval.joint.size(); ++b) {
     const auto& j = r.eval.joint[b];
+    const auto& s = r.label.joint[b];
     const auto& t = r.forward_timing[b];
     const auto& dt = r.decode_timing[b];
-    md << "| " << fmt("%g", j.budget_pct) << "% | "
-       << fmt("%+.2f", r.label.joint[b].label_delta_pct) << " | " << fmt("%+.2f", j.delta_pct.value)
+    md << "| " << fmt("%g", j.budget_pct) << "% | " << fmt("%+.2f", s.label_delta_pct) << " | "
+       << fmt("%+.2f", s.calibration_delta_pct.value) << " ["
+       << fmt("%+.2f", s.calibration_delta_pct.low) << ", "
+       << fmt("%+.2f", s.calibration_delta_pct.high) << "] | " << fmt("%+.2f", j.delta_pct.value)
        << " [" << fmt("%+.2f", j.delta_pct.low) << ", " << fmt("%+.2f", j.delta_pct.high) << "] | "
        << fmt("%.1f", 100 * j.linear_fraction) << " | " << fmt("%.1f", j.flops.mlp_pct) << "% | "
        << fmt("%.1f", j.flops.forward_pct) << "% | " << fmt("%.2f", t.dense_ms) << " | "
@@ -528,20 +595,63 @@ void stage_budget_report(ReportFiles& files, const BudgetReport<float>& r,
     c.x_label = "% of MLP rows linear";
     c.y_label = "joint delta PPL %";
     c.y_reference = 0.0;
-    s::Series path{"calibration path (label set)", {}, {}, {}, {}, true, true};
-    for (const auto& st : r.label.calibration.path) {
-      path.x.push_back(100 * st.label_linear_fraction);
-      path.y.push_back(st.label_delta_pct);
+    std::vector<s::Series> series;
+    if (r.protocol.calibration_search == CalibrationSearch::greedy) {
+      s::Series path{"greedy path (label set)", {}, {}, {}, {}, true, true};
+      for (const auto& st : r.label.calibration.path) {
+        path.x.push_back(100 * st.label_linear_fraction);
+        path.y.push_back(st.label_delta_pct);
+      }
+      series.push_back(path);
+    } else {
+      s::Series tried{"joint tries (calibration split)", {}, {}, {}, {}, false, true};
+      for (const auto& a : r.label.allocations) {
+        for (const auto& t : a.tries) {
+          if (!t.measured)
+            continue;
+          tried.x.push_back(100 * t.calibration.linear_fraction);
+          tried.y.push_back(t.calibration.delta_pct.value);
+        }
+      }
+      series.push_back(tried);
     }
-    s::Series ev{"chosen thresholds (eval set, 95% CI)", {}, {}, {}, {}, false, true};
+    s::Series cal{"chosen (calibration split, 95% CI)", {}, {}, {}, {}, false, true};
+    for (const auto& st : r.label.joint) {
+      if (!std::isfinite(st.calibration_linear_fraction))
+        continue;
+      cal.x.push_back(100 * st.calibration_linear_fraction);
+      cal.y.push_back(st.calibration_delta_pct.value);
+      cal.y_low.push_back(st.calibration_delta_pct.low);
+      cal.y_high.push_back(st.calibration_delta_pct.high);
+    }
+    series.push_back(cal);
+    s::Series ev{"chosen (eval set, 95% CI)", {}, {}, {}, {}, false, true};
     for (const auto& j : r.eval.joint) {
       ev.x.push_back(100 * j.linear_fraction);
       ev.y.push_back(j.delta_pct.value);
       ev.y_low.push_back(j.delta_pct.low);
       ev.y_high.push_back(j.delta_pct.high);
     }
-    c.series = {path, ev};
+    series.push_back(ev);
+    c.series = series;
     files.add("joint_budget_curve.svg", s::render(c));
+  }
+  if (!r.label.cost_curves.delta_pct.empty()) {
+    s::Chart c;
+    c.title = "Per-layer cost curves on the calibration split (one layer gated)";
+    c.x_label = "% of the layer's rows linear";
+    c.y_label = "delta PPL %";
+    c.y_reference = 0.0;
+    const auto& cc = r.label.cost_curves;
+    for (std::size_t l = 0; l < cc.delta_pct.size(); ++l) {
+      s::Series sl{"L" + std::to_string(l), {}, {}, {}, {}, true, true};
+      for (std::size_t k = 0; k < cc.delta_pct[l].size(); ++k) {
+        sl.x.push_back(100 * cc.linear_fraction[l][k]);
+        sl.y.push_back(cc.delta_pct[l][k]);
+      }
+      c.series.push_back(sl);
+    }
+    files.add("cost_curves.svg", s::render(c));
   }
   for (std::size_t b = 0; b < r.eval.joint.size(); ++b)
     files.add(budget_gates_file_name(r.protocol.budgets_pct[b]), budget_gates_file(r, b));

@@ -121,10 +121,27 @@ BudgetObserver stderr_observer() {
 
 int run_budget(const std::vector<std::string>& argv) {
   const Args args(argv,
-                  {"model", "fit-text", "label-text", "eval-text", "cross-text", "fit-tokens-file",
-                   "label-tokens-file", "eval-tokens-file", "cross-tokens-file", "token-dtype",
-                   "context", "fit-positions", "label-positions", "lambda", "budget-pct", "seed",
-                   "decode-steps", "out", "device"},
+                  {"model",
+                   "fit-text",
+                   "label-text",
+                   "eval-text",
+                   "cross-text",
+                   "fit-tokens-file",
+                   "label-tokens-file",
+                   "eval-tokens-file",
+                   "cross-tokens-file",
+                   "token-dtype",
+                   "context",
+                   "fit-positions",
+                   "label-positions",
+                   "calibration-positions",
+                   "calibration",
+                   "lambda",
+                   "budget-pct",
+                   "seed",
+                   "decode-steps",
+                   "out",
+                   "device"},
                   {"json"},
                   {{"tokens",
                     "--fit-tokens-file FILE, --label-tokens-file FILE, --eval-tokens-file FILE and "
@@ -141,6 +158,17 @@ int run_budget(const std::vector<std::string>& argv) {
   protocol.budgets_pct = parse_budgets(args, protocol.budgets_pct);
   protocol.fit_tokens = args.integer("fit-positions", protocol.fit_tokens, 2, 1LL << 40);
   protocol.label_tokens = args.integer("label-positions", protocol.label_tokens, 10, 1LL << 40);
+  // The calibration split is as large as the label set unless given (docs/budget.md).
+  protocol.calibration_tokens =
+      args.integer("calibration-positions", protocol.label_tokens, 10, 1LL << 40);
+  const std::string search = args.get("calibration", to_string(protocol.calibration_search));
+  if (search == "allocation")
+    protocol.calibration_search = CalibrationSearch::allocation;
+  else if (search == "greedy")
+    protocol.calibration_search = CalibrationSearch::greedy;
+  else
+    throw UsageError("option --calibration: expected allocation or greedy, found \"" + search +
+                     "\"");
   protocol.lambda = args.real("lambda", protocol.lambda, 1e-300, 1e300);
   protocol.seed = static_cast<std::uint64_t>(
       args.integer("seed", static_cast<long long>(protocol.seed), 0, (1LL << 62)));

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "nlb/analysis/bootstrap.hpp"
+#include "nlb/analysis/budget_allocation.hpp"
 #include "nlb/analysis/budget_protocol.hpp"
 #include "nlb/analysis/flops.hpp"
 #include "nlb/analysis/gate_training.hpp"
@@ -121,14 +122,17 @@ template <class T, class Backend = backend::cpu>
 struct LabelStage {
   Index positions = 0;  // N label positions
   Index windows = 0;
-  double baseline_ppl = 0;                 // unmodified model on the N label positions
-  std::vector<double> base_losses;         // [N] unmodified model's losses
-  std::vector<double> all_linear_ppl;      // [layers] one layer linear, label positions
-  std::vector<std::vector<double>> delta;  // [layers][N] δ = L_lin − L_full
-  std::vector<TrainedGate<T>> gates;       // [layers] fitted on the first positions
-  std::vector<ProbeAucs> probes;           // [layers] (PAPERS §A4)
-  JointCalibration calibration;            // the greedy path (PAPERS §A7)
-  std::vector<JointState> joint;           // [budgets] the chosen states
+  double baseline_ppl = 0;                    // unmodified model on the N label positions
+  std::vector<double> base_losses;            // [N] unmodified model's losses
+  std::vector<double> all_linear_ppl;         // [layers] one layer linear, label positions
+  std::vector<std::vector<double>> delta;     // [layers][N] δ = L_lin − L_full
+  std::vector<TrainedGate<T>> gates;          // [layers] fitted on the first positions
+  std::vector<ProbeAucs> probes;              // [layers] (PAPERS §A4)
+  Index calibration_windows = 0;              // windows of the calibration split
+  JointCalibration calibration;               // the greedy path (greedy search only, PAPERS §A7)
+  LayerCostCurves cost_curves;                // per-layer curves (allocation search only)
+  std::vector<BudgetAllocation> allocations;  // [budgets] (allocation search only)
+  std::vector<JointState> joint;              // [budgets] the chosen states
   /// The gates alone (threshold 0), for building variants.
   std::vector<HyperplaneGate<T, Dynamic, Backend>> plain_gates() const {
     std::vector<HyperplaneGate<T, Dynamic, Backend>> g;
@@ -138,11 +142,171 @@ struct LabelStage {
   }
 };
 
+namespace detail {
+
+// The joint calibration of run_label_stage (PAPERS §A7, docs/budget.md): with the allocation
+// search, the per-layer cost curves on the calibration split and a knapsack allocation per budget
+// corrected by joint measurement (budget_allocation.hpp), each chosen state then measured on the
+// label windows; with the greedy search, the greedy path on the label set (joint_gating.hpp),
+// each chosen state then measured on the calibration split. Either way every chosen state has
+// its label and calibration Δ%. Needs out.gates, out.base_losses and label_tokens holding the
+// label windows followed by the calibration windows.
+template <class T, class Backend>
+void run_joint_calibration(const Transformer<T, Backend>& model,
+                           const SurrogateFit<T, Backend>& fit,
+                           std::span<const std::int32_t> label_tokens,
+                           const std::vector<Activations<T>>& label_x,
+                           const BudgetProtocol& protocol, const BudgetObserver& obs,
+                           const VariantEngine<T, Backend>& engine, LabelStage<T, Backend>& out) {
+  using Variants = std::vector<MlpVariant<T, Backend>>;
+  const Index layers = model.layer_count();
+  const Index ctx = protocol.context;
+  const auto steps = static_cast<Index>(std::llround(1.0 / protocol.calibration_step));
+  const auto gates = out.plain_gates();
+  const auto thresholds = fraction_thresholds(gates, label_x, steps);
+  out.calibration_windows = protocol.calibration_windows();
+  const Index cal_windows = out.calibration_windows;
+  const auto cal_tokens = label_tokens.subspan(static_cast<std::size_t>(out.windows * ctx));
+  const std::size_t cache_bytes = std::size_t{1} << 30;
+  PrefixStreams<T, Backend> cal_prefix;
+  const WindowSetMeasure<T, Backend> measure_cal = [&](const Variants& variants, bool with_base) {
+    std::function<void(Index, Index)> progress;
+    if (with_base)
+      progress = counter_of(obs);
+    if (engine.active())
+      return engine.measure(cal_tokens, cal_windows, ctx, variants, with_base, progress);
+    if (!with_base && cal_prefix.kept.empty() &&
+        PrefixStreams<T, Backend>::bytes_needed(model, cal_windows, ctx) <=
+            static_cast<double>(cache_bytes)) {
+      cal_prefix = PrefixStreams<T, Backend>::keep(model, cal_tokens, cal_windows, ctx);
+    }
+    return measure_variants(model, cal_tokens, cal_windows, ctx, variants, with_base, NoTaps{},
+                            progress, cal_prefix.kept.empty() ? nullptr : &cal_prefix);
+  };
+  const auto state_of = [&](const std::vector<Index>& k) {
+    JointState s;
+    s.fractions.assign(static_cast<std::size_t>(layers), 0.0);
+    s.thresholds.assign(static_cast<std::size_t>(layers), std::numeric_limits<double>::infinity());
+    for (std::size_t l = 0; l < k.size(); ++l) {
+      s.fractions[l] = static_cast<double>(k[l]) / static_cast<double>(steps);
+      s.thresholds[l] = thresholds[l][static_cast<std::size_t>(k[l])];
+    }
+    return s;
+  };
+  const auto gated = [](const JointState& s) {
+    return std::any_of(s.fractions.begin(), s.fractions.end(), [](double f) { return f > 0; });
+  };
+  const std::uint64_t seed = protocol.seed;
+  if (protocol.calibration_search == CalibrationSearch::greedy) {
+    double max_budget = 0;
+    for (double b : protocol.budgets_pct)
+      max_budget = std::max(max_budget, b);
+    std::function<VariantLosses(const MlpVariant<T, Backend>&)> elsewhere;
+    if (engine.active()) {
+      elsewhere = [&](const MlpVariant<T, Backend>& v) {
+        return engine.measure(label_tokens, out.windows, ctx, {v}, false, {});
+      };
+    }
+    out.calibration = calibrate_joint(
+        model, label_tokens, out.windows, ctx, out.base_losses, fit.surrogates, gates, thresholds,
+        max_budget,
+        [&](Index step, double) {
+          if (obs.counter)
+            obs.counter(step, steps * layers);
+        },
+        cache_bytes, elsewhere);
+    Variants chosen;
+    for (double b : protocol.budgets_pct) {
+      out.joint.push_back(out.calibration.for_budget(b));
+      chosen.push_back(joint_variant(model, fit.surrogates, gates, out.joint.back()));
+    }
+    const VariantLosses r = measure_cal(chosen, true);
+    std::vector<double> base_sums;
+    for (Index w = 0; w < r.windows; ++w)
+      base_sums.push_back(r.window_sum(r.base, w));
+    for (std::size_t b = 0; b < out.joint.size(); ++b) {
+      const auto m = joint_measurement(r, b, base_sums, protocol.bootstrap_resamples, seed);
+      out.joint[b].calibration_delta_pct = m.delta_pct;
+      out.joint[b].calibration_linear_fraction = m.linear_fraction;
+    }
+    return;
+  }
+  // Allocation: cost curves, then one knapsack search per budget.
+  out.calibration.path.push_back(state_of(std::vector<Index>(static_cast<std::size_t>(layers), 0)));
+  out.cost_curves = measure_cost_curves(model, fit.surrogates, gates, thresholds, measure_cal);
+  const auto& cfg = model.config();
+  const auto saving = [&](std::size_t, double f) {
+    return flops::mlp_saving_per_token(static_cast<double>(cfg.d_model),
+                                       static_cast<double>(cfg.d_hidden), f);
+  };
+  std::vector<std::vector<double>> value(static_cast<std::size_t>(layers));
+  for (std::size_t l = 0; l < value.size(); ++l) {
+    value[l].push_back(0.0);
+    for (std::size_t k = 1; k < out.cost_curves.linear_fraction[l].size(); ++k)
+      value[l].push_back(saving(l, out.cost_curves.linear_fraction[l][k]));
+  }
+  AllocationOptions options;
+  options.max_tries = protocol.allocation_tries;
+  options.resamples = protocol.bootstrap_resamples;
+  options.seed = seed;
+  const auto measure_state = [&](const std::vector<Index>& k) {
+    const VariantLosses r =
+        measure_cal({joint_variant(model, fit.surrogates, gates, state_of(k))}, false);
+    return joint_measurement(r, 0, out.cost_curves.base_sums, options.resamples, options.seed);
+  };
+  Variants chosen;
+  std::vector<std::size_t> chosen_budget;
+  for (double b : protocol.budgets_pct) {
+    out.allocations.push_back(
+        allocate_budget(out.cost_curves, value, b, measure_state, saving, options));
+    const auto& a = out.allocations.back();
+    out.calibration.evaluations += a.evaluations;
+    const std::vector<Index> none(static_cast<std::size_t>(layers), 0);
+    JointState s =
+        state_of(a.chosen < 0 ? none : a.tries[static_cast<std::size_t>(a.chosen)].steps);
+    const JointMeasurement m =
+        a.chosen < 0 ? JointMeasurement{} : a.tries[static_cast<std::size_t>(a.chosen)].calibration;
+    s.calibration_delta_pct = m.delta_pct;
+    s.calibration_linear_fraction = m.linear_fraction;
+    if (gated(s)) {
+      chosen.push_back(joint_variant(model, fit.surrogates, gates, s));
+      chosen_budget.push_back(out.joint.size());
+    }
+    out.joint.push_back(s);
+  }
+  // The chosen states on the label windows (the positions the gates were fitted on), for the
+  // label / calibration / eval comparison: the first N label positions, every row counted.
+  if (!chosen.empty()) {
+    const VariantLosses r =
+        engine.active() ? engine.measure(label_tokens, out.windows, ctx, chosen, false, {})
+                        : measure_variants(model, label_tokens, out.windows, ctx, chosen, false);
+    const std::size_t n = out.base_losses.size();
+    double base_sum = 0;
+    for (double v : out.base_losses)
+      base_sum += v;
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      double sum = 0;
+      for (std::size_t p = 0; p < n; ++p)
+        sum += r.variant[i][p];
+      Index linear = 0;
+      for (const auto& c : r.counts[i])
+        linear += c.linear;
+      auto& s = out.joint[chosen_budget[i]];
+      s.label_delta_pct = 100.0 * std::expm1((sum - base_sum) / static_cast<double>(n));
+      s.label_linear_fraction =
+          static_cast<double>(linear) / static_cast<double>(layers * out.windows * ctx);
+    }
+  }
+}
+
+}  // namespace detail
+
 /// Stages 4–6 on the label set: δ per position per layer (one layer linear vs the unmodified
 /// model, PAPERS §A3), gate per layer trained on the first label_train_positions() with
 /// held-out AUC, the probes on e and c = x − e (§A4), and the joint calibration for every
-/// budget (§A7). Reads only `label_tokens` (and the surrogates). Throws ArgumentError naming
-/// `what` when there are too few tokens.
+/// budget (§A7; protocol.calibration_search, on the calibration split: the calibration_windows()
+/// windows of `label_tokens` after the label windows). Reads only `label_tokens` (and the
+/// surrogates). Throws ArgumentError naming `what` when there are too few tokens.
 template <class T, class Backend>
 LabelStage<T, Backend> run_label_stage(const Transformer<T, Backend>& model,
                                        const SurrogateFit<T, Backend>& fit,
@@ -157,7 +321,9 @@ LabelStage<T, Backend> run_label_stage(const Transformer<T, Backend>& model,
   LabelStage<T, Backend> out;
   out.positions = n;
   out.windows = protocol.label_windows();
-  require_windows(what, label_tokens, out.windows, ctx, std::to_string(n) + " label positions");
+  require_windows(what, label_tokens, out.windows + protocol.calibration_windows(), ctx,
+                  std::to_string(n) + " label positions and " +
+                      std::to_string(protocol.calibration_tokens) + " calibration positions");
   LabelTapCollector<T> taps(layers, model.config().d_model, ctx, n);
   detail::budget_stage(obs, times, "label: delta per position", [&] {
     const auto variants = one_layer_linear_variants(fit.surrogates);
@@ -194,28 +360,7 @@ LabelStage<T, Backend> run_label_stage(const Transformer<T, Backend>& model,
     }
   });
   detail::budget_stage(obs, times, "label: joint calibration", [&] {
-    const auto steps = static_cast<Index>(std::llround(1.0 / protocol.calibration_step));
-    const auto gates = out.plain_gates();
-    const auto thresholds = fraction_thresholds(gates, acts.x, steps);
-    double max_budget = 0;
-    for (double b : protocol.budgets_pct)
-      max_budget = std::max(max_budget, b);
-    std::function<VariantLosses(const MlpVariant<T, Backend>&)> elsewhere;
-    if (engine.active()) {
-      elsewhere = [&](const MlpVariant<T, Backend>& v) {
-        return engine.measure(label_tokens, out.windows, ctx, {v}, false, {});
-      };
-    }
-    out.calibration = calibrate_joint(
-        model, label_tokens, out.windows, ctx, out.base_losses, fit.surrogates, gates, thresholds,
-        max_budget,
-        [&](Index step, double) {
-          if (obs.counter)
-            obs.counter(step, steps * layers);
-        },
-        std::size_t{1} << 30, elsewhere);
-    for (double b : protocol.budgets_pct)
-      out.joint.push_back(out.calibration.for_budget(b));
+    detail::run_joint_calibration(model, fit, label_tokens, acts.x, protocol, obs, engine, out);
   });
   return out;
 }
@@ -442,8 +587,10 @@ BudgetReport<T, Backend> run_budget(
   // Check every token set's length before the first long stage.
   require_windows(names[0], fit_tokens, protocol.fit_windows(), protocol.context,
                   std::to_string(protocol.fit_tokens) + " fit positions");
-  require_windows(names[1], label_tokens, protocol.label_windows(), protocol.context,
-                  std::to_string(protocol.label_tokens) + " label positions");
+  require_windows(names[1], label_tokens, protocol.label_windows() + protocol.calibration_windows(),
+                  protocol.context,
+                  std::to_string(protocol.label_tokens) + " label positions and " +
+                      std::to_string(protocol.calibration_tokens) + " calibration positions");
   require_windows(names[2], eval_tokens, 1, protocol.context, "one eval window");
   require_windows(names[3], cross_tokens, 1, protocol.context, "one window");
   BudgetReport<T, Backend> rep;

@@ -12,6 +12,18 @@
 
 namespace nlb {
 
+/// How the joint calibration chooses per-layer gate thresholds for a budget (docs/budget.md).
+/// - allocation: per-layer cost curves on the calibration split, a knapsack over them, corrected
+///   by joint measurement until the upper end of the joint calibration Δ%'s 95% bootstrap
+///   interval meets the budget (analysis/budget_allocation.hpp). The default.
+/// - greedy: the earlier search — raise the layer whose step costs least, on the label set, until
+///   the joint label Δ% (a point estimate) would exceed the budget (analysis/joint_gating.hpp).
+enum class CalibrationSearch { allocation, greedy };
+
+inline const char* to_string(CalibrationSearch s) {
+  return s == CalibrationSearch::allocation ? "allocation" : "greedy";
+}
+
 /// Every setting of the MLP budget pipeline (analysis/budget.hpp). The defaults are the
 /// `nlb budget` defaults; docs/budget.md explains each one.
 ///
@@ -21,6 +33,9 @@ namespace nlb {
 ///    from whole windows of the unmodified model (fit_windows() windows are run).
 ///  - label: the first `label_tokens` *predicted* positions (rows 0 .. context − 2 of each window,
 ///    in window order) of label_windows() windows: each needs a next token for δ.
+///  - calibration: the calibration_windows() windows of the label file that follow the label
+///    windows (disjoint from every position the gates were fitted on); every predicted position
+///    (rows 0 .. context − 2) of each of them.
 ///  - eval: every full window of the eval file (a shorter last window is dropped).
 struct BudgetProtocol {
   Index context = 128;         ///< window length (tokens), 2 ≤ context ≤ n_positions
@@ -32,8 +47,12 @@ struct BudgetProtocol {
   Index bootstrap_resamples = 1000;           ///< paired window resamples for 95% intervals
   /// The last share of label positions is held out of gate fitting and gives the gate AUC.
   double holdout_fraction = 0.2;
-  /// Joint calibration raises one layer's linear fraction by this step at a time (§A7).
+  /// Calibration positions, from the label file after the label windows.
+  Index calibration_tokens = 25000;
+  CalibrationSearch calibration_search = CalibrationSearch::allocation;
+  /// Linear-fraction grid of the calibration: thresholds for fractions k · step of the label rows.
   double calibration_step = 0.05;
+  Index allocation_tries = 10;   ///< knapsack solves per budget (each ≤ 1 joint calibration pass)
   double no_fly_delta = 0.05;    ///< a token is "no-fly" if its mean δ exceeds this (PAPERS §A4)
   Index no_fly_min_count = 10;   ///< ... over at least this many occurrences (PAPERS §A4)
   Index timing_windows = 32;     ///< eval windows per timed forward (dense vs gated)
@@ -65,6 +84,10 @@ struct BudgetProtocol {
       fail("bootstrap_resamples", "at least 10", bootstrap_resamples);
     if (!(holdout_fraction > 0.0 && holdout_fraction < 1.0))
       fail("holdout_fraction", "a value in (0, 1)", holdout_fraction);
+    if (calibration_tokens < 10)
+      fail("calibration_tokens", "at least 10", calibration_tokens);
+    if (allocation_tries < 1)
+      fail("allocation_tries", "at least 1", allocation_tries);
     if (!(calibration_step > 0.0 && calibration_step <= 1.0))
       fail("calibration_step", "a value in (0, 1]", calibration_step);
     if (no_fly_min_count < 1)
@@ -80,6 +103,9 @@ struct BudgetProtocol {
   Index fit_windows() const { return (fit_tokens + context - 1) / context; }
   /// Windows run for the label set: ceil(label_tokens / (context − 1)).
   Index label_windows() const { return (label_tokens + context - 2) / (context - 1); }
+  /// Windows of the calibration split: ceil(calibration_tokens / (context − 1)), after the
+  /// label windows in the label file.
+  Index calibration_windows() const { return (calibration_tokens + context - 2) / (context - 1); }
   /// Label positions used to fit gates: the first floor((1 − holdout) · label_tokens).
   Index label_train_positions() const {
     return static_cast<Index>(

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "nlb/analysis/bootstrap.hpp"
 #include "nlb/analysis/flops.hpp"
 #include "nlb/analysis/mlp_variants.hpp"
 #include "nlb/core.hpp"
@@ -19,13 +20,19 @@ namespace nlb {
 
 /// One state of the joint calibration: per-layer linear fractions on the label set (a layer at 0
 /// keeps its full MLP, no gate), the per-layer thresholds that give them, and the measured joint
-/// label cost.
+/// label cost (and, for a chosen state, its cost on the calibration split).
 struct JointState {
   std::vector<double> fractions;     // [layers] target linear fraction on the label positions
   std::vector<double> thresholds;    // [layers] gate thresholds (+inf where the fraction is 0)
   double label_delta_pct = 0;        // joint Δ% on the label positions
   double label_linear_fraction = 0;  // share of all MLP rows of the label windows routed linear
   Index changed_layer = -1;          // the layer raised to reach this state (-1: the start)
+  /// Joint Δ% on the calibration split with its paired bootstrap 95% interval, and the share of
+  /// its MLP rows routed linear (set for the states run_label_stage chooses; NaN otherwise).
+  Interval calibration_delta_pct{std::numeric_limits<double>::quiet_NaN(),
+                                 std::numeric_limits<double>::quiet_NaN(),
+                                 std::numeric_limits<double>::quiet_NaN()};
+  double calibration_linear_fraction = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// The calibration path: path[0] is "no gates", path[i] the state after i accepted steps.
