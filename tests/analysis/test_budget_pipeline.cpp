@@ -38,6 +38,7 @@ nlb::BudgetProtocol small_protocol() {
   nlb::BudgetProtocol p;
   p.fit_tokens = 1000;
   p.label_tokens = 2000;
+  p.calibration_tokens = 2000;
   p.bootstrap_resamples = 200;
   p.calibration_step = 0.1;
   p.timing_windows = 2;
@@ -187,11 +188,12 @@ BOOST_AUTO_TEST_CASE(split_discipline_eval_data_reaches_only_eval_numbers) {
   BOOST_CHECK_NE(a.no_fly.cross_baseline_ppl, b.no_fly.cross_baseline_ppl);
 }
 
-BOOST_AUTO_TEST_CASE(joint_calibration_meets_its_budget_on_the_label_set) {
+BOOST_AUTO_TEST_CASE(greedy_calibration_meets_its_budget_on_the_label_set) {
   const auto fit_tokens = text("kjv-fit.txt");
   const auto label_tokens = text("kjv-label.txt");
   const auto eval = first(text("kjv-eval.txt"), 4 * 128);
   auto protocol = small_protocol();
+  protocol.calibration_search = nlb::CalibrationSearch::greedy;
   protocol.budgets_pct = {0.5, 2.0};
   Model model = tiny_gpt2();
   const auto r = nlb::run_budget(model, fit_tokens, label_tokens, eval, eval, protocol);
@@ -248,6 +250,157 @@ BOOST_AUTO_TEST_CASE(joint_calibration_meets_its_budget_on_the_label_set) {
     if (r.label.joint.back().fractions[l] > 0)
       saved += j.layer_linear_fraction[l] * (4 * d * h - 2 * d * d) - 2 * d;
   BOOST_CHECK_CLOSE(j.flops.mlp_pct, 100 * saved / (L * 4 * d * h), 1e-9);
+}
+
+namespace {
+
+// Per-window loss sums of `model` on windows [first, first + count) of `tokens` by plain
+// Transformer::forward passes (no overrides, no kept prefix).
+std::vector<double> window_sums(const Model& model, const std::vector<std::int32_t>& tokens,
+                                nlb::Index first, nlb::Index count, nlb::Index ctx) {
+  std::vector<double> out;
+  nlb::RowMatrix<float> logits;
+  for (nlb::Index w = first; w < first + count; ++w) {
+    const std::span<const std::int32_t> win(tokens.data() + w * ctx, static_cast<std::size_t>(ctx));
+    model.forward(win, logits);
+    double s = 0;
+    for (double v : nlb::next_token_losses(logits, win))
+      s += v;
+    out.push_back(s);
+  }
+  return out;
+}
+
+// A copy of `model` with every layer that `state` gates replaced by a GatedMLP slot.
+Model gated_copy(const Model& model, const nlb::BudgetReport<float>& r,
+                 const nlb::JointState& state) {
+  Model gated = model;
+  const auto gates = r.label.plain_gates();
+  for (std::size_t l = 0; l < gates.size(); ++l) {
+    if (state.fractions[l] <= 0)
+      continue;
+    auto g = gates[l];
+    g.set_threshold(static_cast<float>(state.thresholds[l]));
+    gated.layers()[l].mlp() = nlb::gated_slot(model.layers()[l].mlp(), r.fit.surrogates[l], g);
+  }
+  return gated;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(allocation_meets_its_budget_on_the_calibration_split) {
+  // The default search: the chosen gates' joint calibration Δ%, its bootstrap interval and the
+  // label Δ% re-measured by plain forward passes of a gated copy of the model, on the
+  // calibration windows (the label file's windows after the label windows) and the label
+  // windows; the upper end of the interval meets each budget.
+  const auto fit_tokens = text("kjv-fit.txt");
+  const auto label_tokens = text("kjv-label.txt");
+  const auto eval = first(text("kjv-eval.txt"), 4 * 128);
+  auto protocol = small_protocol();
+  protocol.budgets_pct = {1.0, 3.0};
+  Model model = tiny_gpt2();
+  const auto r = nlb::run_budget(model, fit_tokens, label_tokens, eval, eval, protocol);
+  const nlb::Index ctx = protocol.context;
+  const nlb::Index label_windows = protocol.label_windows();
+  const nlb::Index cal_windows = protocol.calibration_windows();
+  BOOST_REQUIRE_EQUAL(r.label.calibration_windows, cal_windows);
+  const auto base_cal = window_sums(model, label_tokens, label_windows, cal_windows, ctx);
+  BOOST_REQUIRE_EQUAL(r.label.allocations.size(), 2u);
+  bool any_gate = false;
+  for (std::size_t b = 0; b < protocol.budgets_pct.size(); ++b) {
+    const auto& state = r.label.joint[b];
+    const double budget = protocol.budgets_pct[b];
+    const auto& a = r.label.allocations[b];
+    BOOST_TEST_CONTEXT("budget " << budget << "%") {
+      BOOST_CHECK_LE(state.calibration_delta_pct.high, budget);
+      if (a.chosen < 0) {
+        BOOST_CHECK_EQUAL(state.calibration_delta_pct.value, 0.0);
+        continue;
+      }
+      any_gate = true;
+      // The chosen try met the budget and no meeting try saved more FLOPs (the rule the
+      // search states), by the joint linear fractions.
+      const auto saved = [&](const nlb::AllocationTry& t) {
+        double s = 0;
+        for (std::size_t l = 0; l < t.steps.size(); ++l)
+          if (t.steps[l] > 0)
+            s += nlb::flops::mlp_saving_per_token(128, 512, t.calibration.layer_linear_fraction[l]);
+        return s;
+      };
+      const auto& chosen = a.tries[static_cast<std::size_t>(a.chosen)];
+      BOOST_CHECK(chosen.meets);
+      for (const auto& t : a.tries) {
+        if (t.meets)
+          BOOST_CHECK_LE(saved(t), saved(chosen));
+        BOOST_CHECK_EQUAL(t.meets, t.calibration.delta_pct.high <= budget);
+      }
+      const Model gated = gated_copy(model, r, state);
+      const auto cal = window_sums(gated, label_tokens, label_windows, cal_windows, ctx);
+      const auto again = nlb::bootstrap_delta_pct(base_cal, cal, ctx - 1,
+                                                  protocol.bootstrap_resamples, protocol.seed);
+      BOOST_TEST_MESSAGE("calibration delta "
+                         << state.calibration_delta_pct.value << "% (re-measured " << again.value
+                         << "%), high " << state.calibration_delta_pct.high << "% (" << again.high
+                         << "%)");
+      BOOST_CHECK_LE(std::fabs(again.value - state.calibration_delta_pct.value),
+                     tol::budget_same_path_abs);
+      BOOST_CHECK_LE(std::fabs(again.high - state.calibration_delta_pct.high),
+                     tol::budget_same_path_abs);
+      // Label Δ% over the first N label positions.
+      nlb::RowMatrix<float> logits;
+      double sum_gated = 0, sum_base = 0;
+      nlb::Index counted = 0;
+      for (nlb::Index w = 0; w < label_windows && counted < protocol.label_tokens; ++w) {
+        const std::span<const std::int32_t> win(label_tokens.data() + w * ctx,
+                                                static_cast<std::size_t>(ctx));
+        gated.forward(win, logits);
+        const auto lg = nlb::next_token_losses(logits, win);
+        model.forward(win, logits);
+        const auto lb = nlb::next_token_losses(logits, win);
+        for (std::size_t i = 0; i < lg.size() && counted < protocol.label_tokens; ++i, ++counted) {
+          sum_gated += lg[i];
+          sum_base += lb[i];
+        }
+      }
+      const double label_delta =
+          100.0 * std::expm1((sum_gated - sum_base) / static_cast<double>(protocol.label_tokens));
+      BOOST_CHECK_LE(std::fabs(label_delta - state.label_delta_pct), tol::budget_same_path_abs);
+    }
+  }
+  BOOST_CHECK(any_gate);  // a 3% budget buys some gates on this model
+}
+
+BOOST_AUTO_TEST_CASE(calibration_split_reads_only_its_windows) {
+  // Changing the calibration windows changes the calibration and nothing fitted before it;
+  // changing tokens after them changes nothing.
+  const auto fit_tokens = text("kjv-fit.txt");
+  const auto label_tokens = text("kjv-label.txt");
+  const auto eval = first(text("kjv-eval.txt"), 2 * 128);
+  const auto protocol = small_protocol();
+  const auto start = static_cast<std::size_t>(protocol.label_windows() * protocol.context);
+  const auto end =
+      start + static_cast<std::size_t>(protocol.calibration_windows() * protocol.context);
+  auto other_cal = label_tokens;  // other text in the calibration windows: the jargon file
+  const auto jargon = text("jargon-eval.txt");
+  std::copy(jargon.begin(), jargon.begin() + static_cast<std::ptrdiff_t>(end - start),
+            other_cal.begin() + static_cast<std::ptrdiff_t>(start));
+  auto other_tail = label_tokens;  // other text after them
+  std::fill(other_tail.begin() + static_cast<std::ptrdiff_t>(end), other_tail.end(), 'x');
+  Model model = tiny_gpt2();
+  const auto a = nlb::run_budget(model, fit_tokens, label_tokens, eval, eval, protocol);
+  const auto b = nlb::run_budget(model, fit_tokens, other_cal, eval, eval, protocol);
+  const auto c = nlb::run_budget(model, fit_tokens, other_tail, eval, eval, protocol);
+  for (std::size_t l = 0; l < a.label.gates.size(); ++l) {
+    BOOST_CHECK(a.label.delta[l] == b.label.delta[l]);
+    BOOST_CHECK(a.label.gates[l].gate.folded_weight() == b.label.gates[l].gate.folded_weight());
+    BOOST_CHECK(a.label.cost_curves.delta_pct[l] == c.label.cost_curves.delta_pct[l]);
+  }
+  BOOST_CHECK(a.label.cost_curves.delta_pct != b.label.cost_curves.delta_pct);
+  for (std::size_t i = 0; i < a.label.joint.size(); ++i) {
+    BOOST_CHECK(a.label.joint[i].thresholds == c.label.joint[i].thresholds);
+    BOOST_CHECK_EQUAL(a.label.joint[i].calibration_delta_pct.high,
+                      c.label.joint[i].calibration_delta_pct.high);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bootstrap_interval_properties) {
@@ -318,7 +471,9 @@ BOOST_AUTO_TEST_CASE(short_inputs_and_missing_taps_are_clear_errors) {
   });
   BOOST_TEST_MESSAGE(msg);
   BOOST_CHECK(msg.find("label file L.txt") != std::string::npos);
-  BOOST_CHECK(msg.find("expected at least 2048 tokens") != std::string::npos);  // 16 windows
+  // 16 label windows and 16 calibration windows of 128
+  BOOST_CHECK(msg.find("expected at least 4096 tokens") != std::string::npos);
+  BOOST_CHECK(msg.find("2000 label positions and 2000 calibration positions") != std::string::npos);
   BOOST_CHECK(msg.find("found 500 tokens") != std::string::npos);
   auto bad = protocol;
   bad.budgets_pct = {1.0, 0.0};

@@ -176,7 +176,7 @@ BOOST_AUTO_TEST_CASE(small_report_is_complete_consistent_and_reproducible) {
     BOOST_CHECK_MESSAGE(contains(r.err, std::string("nlb budget: ") + stage + " done in"), stage);
   for (const char* f : {"report.md", "report.json", "layers.csv", "all_linear_delta.svg",
                         "linear_fraction.svg", "delta_distribution.svg", "joint_budget_curve.svg",
-                        "gates-1pct.safetensors", "gates-3pct.safetensors"})
+                        "cost_curves.svg", "gates-1pct.safetensors", "gates-3pct.safetensors"})
     BOOST_CHECK_MESSAGE(fs::is_regular_file(out / f), f);
   for (const char* svg : {"all_linear_delta.svg", "joint_budget_curve.svg"})
     BOOST_CHECK(contains(slurp(out / svg), "<svg"));
@@ -196,7 +196,11 @@ BOOST_AUTO_TEST_CASE(small_report_is_complete_consistent_and_reproducible) {
   BOOST_REQUIRE_EQUAL(report.at("joint").size(), 2u);
   for (std::size_t b = 0; b < 2; ++b) {
     const auto& j = report["joint"][b];
-    BOOST_CHECK_LE(j.at("label_delta_pct").get<double>(), j.at("budget_pct").get<double>());
+    // The default search's rule: the upper end of the calibration interval meets the budget.
+    BOOST_CHECK_LE(j.at("calibration_delta_pct_ci").at(1).get<double>(),
+                   j.at("budget_pct").get<double>());
+    BOOST_CHECK_LE(j.at("calibration_delta_pct_ci").at(0).get<double>(),
+                   j.at("calibration_delta_pct").get<double>());
     double mean = 0;
     for (const auto& f : j.at("layer_linear_fraction"))
       mean += f.get<double>() / 4;
@@ -312,7 +316,7 @@ BOOST_AUTO_TEST_CASE(real_vocabulary_model_runs_through_budget) {
     BOOST_ERROR("schema: " << e);
   BOOST_TEST(report.at("layers").size() == 4u);
   BOOST_TEST(report.at("protocol").at("eval_windows").get<int>() >= 12);
-  BOOST_TEST(report.at("joint").at(0).at("label_delta_pct").get<double>() <= 3.0);
+  BOOST_TEST(report.at("joint").at(0).at("calibration_delta_pct_ci").at(1).get<double>() <= 3.0);
   // The report's baseline is the model's perplexity on the eval text, as `nlb eval` measures it.
   const auto eval_run = nlb::test::run_nlb(
       dir.path, "eval --model '" + model.string() + "' --text '" + eval.string() + "' --json");
@@ -361,7 +365,10 @@ BOOST_AUTO_TEST_CASE(bad_inputs_fail_cleanly_and_leave_no_report) {
       {"too-short label file",
        "--label-text '" + in.eval.string() + "'",
        1,
-       {"--label-text", "eval.txt", "expected at least 2048 tokens", "found 1536 tokens"}},
+       {"--label-text", "eval.txt",
+        "expected at least 4096 tokens (32 windows of 128 for 2000 label positions and 2000 "
+        "calibration positions)",
+        "found 1536 tokens"}},
       {"too-short eval file",
        "--eval-text '" + tiny.string() + "'",
        1,
@@ -443,7 +450,9 @@ BOOST_AUTO_TEST_CASE(token_id_inputs_are_all_four_and_named_in_errors) {
       {"a short label token file",
        four + "--fit-positions 1000 --label-positions 2000",
        1,
-       {"--label-tokens-file", "label.u16.bin", "expected at least 2048 tokens",
+       {"--label-tokens-file", "label.u16.bin",
+        "expected at least 4096 tokens (32 windows of 128 for 2000 label positions and 2000 "
+        "calibration positions)",
         "found 1536 tokens"}},
       {"one token-id file and default texts",
        "--fit-tokens-file '" + fit.string() + "'",
