@@ -195,6 +195,23 @@ BOOST_AUTO_TEST_CASE(sharded_perplexity_equals_one_process_bit_for_bit) {
                     nlb::ArgumentError);
 }
 
+BOOST_AUTO_TEST_CASE(attention_conversions_over_ranks_equal_one_process_bit_for_bit) {
+  // nlb spectrum --text under mpirun: every conversion's evaluation spread over the ranks.
+  const Model model = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
+  const auto tokens = text("kjv-eval.txt", 7 * 32);
+  const auto expected = nlb::measure_attention_conversions(model, tokens, 32, 0);
+  const auto got = nlb::measure_attention_conversions(
+      model, tokens, 32, 0, {}, dist::sharded_windowed_perplexity<float>(comm()));
+  BOOST_TEST(got.baseline.window_loss_sums == expected.baseline.window_loss_sums);
+  BOOST_TEST_REQUIRE(got.rows.size() == expected.rows.size());
+  for (std::size_t i = 0; i < got.rows.size(); ++i) {
+    BOOST_TEST_CONTEXT(got.rows[i].conversion << " " << got.rows[i].parameter) {
+      BOOST_TEST(got.rows[i].ppl == expected.rows[i].ppl);
+      BOOST_TEST(got.rows[i].delta_percent == expected.rows[i].delta_percent);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(ridge_statistics_reduced_over_ranks_equal_one_pass) {
   // Rows with a large common mean (the case the shifted merge exists for), 50 per rank block
   // of a 7-block split, so ranks hold different numbers of rows.

@@ -104,6 +104,37 @@ BOOST_AUTO_TEST_CASE(eval_on_two_and_three_ranks_equals_one_process) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(spectrum_conversions_on_two_ranks_equal_one_process) {
+  // tiny-gpt2: every conversion (a), (b), (c) evaluated with its windows spread over 2 ranks;
+  // tiny-sd: its S-D heads' conversions. report.json is equal in every field.
+  nlb::test::ScratchDir dir("nlb-mpi-spectrum");
+  for (const char* model : {"tiny-gpt2", "tiny-sd"}) {
+    BOOST_TEST_CONTEXT(model) {
+      const auto args = [&](const std::string& out) {
+        return "spectrum --model '" + (source_dir / "models" / model).string() + "' --text '" +
+               (source_dir / "data/kjv-eval.txt").string() +
+               "' --context 64 --max-windows 5 --out '" + (dir.path / out).string() + "'";
+      };
+      const auto one = run(dir.path, 0, args(std::string(model) + "-one"));
+      BOOST_REQUIRE_MESSAGE(one.exit_code == 0, one.err);
+      const auto two = run(dir.path, 2, args(std::string(model) + "-two"));
+      BOOST_REQUIRE_MESSAGE(two.exit_code == 0, two.err);
+      const json a = json::parse(slurp(dir.path / (std::string(model) + "-one") / "report.json"));
+      const json b = json::parse(slurp(dir.path / (std::string(model) + "-two") / "report.json"));
+      BOOST_TEST(a.at("conversions").at("rows").size() >= 3u);
+      BOOST_TEST((a == b), "2 ranks: " << b.at("conversions").dump() << "\none process: "
+                                       << a.at("conversions").dump());
+      BOOST_TEST(contains(slurp(dir.path / (std::string(model) + "-two") / "report.md"),
+                          "spread over 2 MPI ranks"));
+    }
+  }
+  // Without a text there is nothing to spread: refused under the launcher (exit 2).
+  const auto bare = run(dir.path, 2, "spectrum --out '" + (dir.path / "bare").string() + "'");
+  BOOST_TEST(bare.exit_code == 2);
+  BOOST_TEST(contains(bare.err, "nothing to spread"), bare.err);
+  BOOST_TEST(!fs::exists(dir.path / "bare"));
+}
+
 BOOST_AUTO_TEST_CASE(an_error_ends_every_rank_and_leaves_no_report) {
   Inputs in;
   // A missing input: every rank fails on it; the message names the file and the rank.

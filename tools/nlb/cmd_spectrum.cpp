@@ -12,7 +12,9 @@
 #include "common.hpp"
 #include "nlb/analysis/attention_conversions.hpp"
 #include "nlb/analysis/attention_spectrum.hpp"
+#include "nlb/distributed/sharded_perplexity.hpp"
 #include "nlb/model/load_model.hpp"
+#include "ranks.hpp"
 #include "report_files.hpp"
 #include "svg_plot.hpp"
 
@@ -173,6 +175,12 @@ int run_spectrum(const std::vector<std::string>& argv) {
   if (out_dir.empty())
     throw UsageError("option --out: expected a directory name, found an empty one");
   const bool with_text = args.has("text") || args.has("tokens");
+  const auto& group = ranks();
+  if (group.size() > 1 && !with_text) {
+    throw UsageError(
+        "without --text or --tokens there is nothing to spread over the ranks: run it as one "
+        "process (under an MPI launcher spectrum spreads its conversions' windows)");
+  }
   if (!with_text && (args.has("context") || args.has("max-windows") || args.has("token-dtype"))) {
     throw UsageError(
         "--context, --max-windows and --token-dtype need --text FILE or --tokens FILE");
@@ -204,8 +212,14 @@ int run_spectrum(const std::vector<std::string>& argv) {
 
   ConversionReport conversions;
   if (with_text) {
-    const Progress progress("spectrum conversions");
-    conversions = measure_attention_conversions(model, tokens, context, max_windows, progress);
+    // Under mpirun every evaluation's windows are spread over the ranks (docs/scaling.md); the
+    // head spectra above are cheap and computed on every rank.
+    WindowedPerplexity<float> windowed;
+    if (group.size() > 1)
+      windowed = distributed::sharded_windowed_perplexity<float>(group);
+    const Progress progress("spectrum conversions", group.leader());
+    conversions =
+        measure_attention_conversions(model, tokens, context, max_windows, progress, windowed);
   }
 
   // ---- the report -----------------------------------------------------------------------
@@ -290,6 +304,9 @@ int run_spectrum(const std::vector<std::string>& argv) {
   }
   if (with_text) {
     md << "\n## Conversions\n\nText: " << j["conversions"]["text"].get<std::string>()
+       << (group.size() > 1
+               ? ", its windows spread over " + std::to_string(group.size()) + " MPI ranks"
+               : std::string())
        << ". (a) skew_rank r: each head's skew part truncated to rank min(r, its max); (b) "
           "linear_first_layers k: ELU+1 linear attention in layers 0 … k−1; (c) "
           "symmetric_diagonal / symmetric_scalar: the symmetric part replaced by its diagonal / "
@@ -299,6 +316,8 @@ int run_spectrum(const std::vector<std::string>& argv) {
        << conversions_md(conversions);
   }
 
+  if (!group.leader())
+    return 0;  // only rank 0 writes and prints
   ReportFiles files(out_dir);
   files.add("report.md", md.str());
   files.add("report.json", j.dump(2) + "\n");

@@ -90,11 +90,13 @@ int main(int argc, char** argv) {
     if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h"))
       return run_help({command});
     // Under an MPI launcher only the commands that spread their windows over the ranks run; any
-    // other would run K times over and its ranks would write the same output files.
-    if (nlb::cli::ranks().size() > 1 && command != "eval" && command != "budget") {
+    // other would run K times over and its ranks would write the same output files. (spectrum
+    // spreads only its --text conversions and refuses to run without them: run_spectrum.)
+    if (nlb::cli::ranks().size() > 1 && command != "eval" && command != "budget" &&
+        command != "spectrum") {
       throw nlb::cli::UsageError(
-          "runs as one process only (under an MPI launcher, eval and budget spread their work "
-          "over the ranks; docs/scaling.md)");
+          "runs as one process only (under an MPI launcher, eval, budget and spectrum --text "
+          "spread their work over the ranks; docs/scaling.md)");
     }
     return run(rest);
   } catch (const nlb::cli::UsageError& e) {

@@ -111,6 +111,7 @@ inline const std::vector<CommandHelp>& command_help() {
          "            probes, joint gating with FLOPs and measured time saved",
          "usage: nlb budget [--model DIR] [--fit-text F] [--label-text F] [--eval-text F]\n"
          "                  [--cross-text F] [--fit-positions N] [--label-positions N]\n"
+         "                  [--calibration-positions N] [--calibration allocation|greedy]\n"
          "                  [--context N] [--lambda L] [--budget-pct P ...] [--seed S]\n"
          "                  [--decode-steps N] [--out DIR] [--device cpu|cuda] [--json]\n"
          "       nlb budget --model DIR --fit-tokens-file F --label-tokens-file F\n"
@@ -122,8 +123,9 @@ inline const std::vector<CommandHelp>& command_help() {
              "writes the report one process writes (docs/scaling.md).\n\n" +
              model_line +
              "  --fit-text F          ridge surrogates are fitted here (default data/kjv-fit.txt)\n"
-             "  --label-text F        delta labels, gates, joint calibration (default "
-             "data/kjv-label.txt)\n"
+             "  --label-text F        delta labels and gates, then the calibration split "
+             "(default\n"
+             "                        data/kjv-label.txt)\n"
              "  --eval-text F         every reported eval perplexity (default data/kjv-eval.txt)\n"
              "  --cross-text F        second corpus of the no-fly lists (default "
              "data/jargon-eval.txt)\n"
@@ -137,6 +139,15 @@ inline const std::vector<CommandHelp>& command_help() {
              "  --label-positions N   label positions (default " +
              std::to_string(protocol.label_tokens) +
              ", PAPERS §A3)\n"
+             "  --calibration-positions N  calibration positions, from the label file's windows\n"
+             "                        after the label windows (default: as many as the label\n"
+             "                        positions)\n"
+             "  --calibration S       allocation: per-layer cost curves and a knapsack, corrected\n"
+             "                        until the upper end of the calibration delta's 95% interval\n"
+             "                        meets each budget; greedy: the earlier search on the label\n"
+             "                        set (default " +
+             std::string(to_string(protocol.calibration_search)) +
+             ")\n"
              "  --context N           window length (default min(" +
              std::to_string(protocol.context) +
              ", n_positions))\n"
@@ -195,7 +206,9 @@ inline const std::vector<CommandHelp>& command_help() {
          "                    [--context N] [--max-windows K] [--out DIR]\n"
          "                    [--qk-bias exclude|homogeneous] [--json]\n\n"
          "The routing/filtering spectrum of every head and the spectral cascade (PAPERS §B1);\n"
-         "with a text or token-id file also the perplexity of the attention conversions.\n\n" +
+         "with a text or token-id file also the perplexity of the attention conversions. Under\n"
+         "mpirun -n K (with a text) each conversion's windows are spread over K ranks; rank 0\n"
+         "writes the report one process writes (docs/scaling.md).\n\n" +
              std::string(model_line) + token_lines +
              "  --context N           window length of the conversions (default: n_positions)\n"
              "  --max-windows K       conversion windows (default " +

@@ -10,7 +10,7 @@
 // is not what the study varies) and the eval file is the same for every split.
 //
 // Usage: budget_coverage --model DIR [--splits S] [--budget-pct P ...] [--fit-positions N]
-//        [--label-positions N] [--eval-windows W] [--json FILE]
+//        [--label-positions N] [--calibration-positions N] [--eval-windows W] [--json FILE]
 // Byte-level models only (the texts' bytes are the tokens); defaults: the shipped texts, S = 10,
 // budgets 1 and 3, the nlb budget protocol.
 #include <algorithm>
@@ -36,15 +36,16 @@ struct Options {
   std::string model;
   int splits = 10;
   std::vector<double> budgets;
-  long long fit_positions = -1, label_positions = -1, eval_windows = -1;
+  long long fit_positions = -1, label_positions = -1, calibration_positions = -1,
+            eval_windows = -1;
   std::string json_out;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "budget_coverage: %s\nusage: budget_coverage --model DIR [--splits S] "
-               "[--budget-pct P ...] [--fit-positions N] [--label-positions N] [--eval-windows "
-               "W] [--json FILE]\n",
+               "[--budget-pct P ...] [--fit-positions N] [--label-positions N] "
+               "[--calibration-positions N] [--eval-windows W] [--json FILE]\n",
                why.c_str());
   std::exit(2);
 }
@@ -67,6 +68,8 @@ Options parse(int argc, char** argv) {
         o.fit_positions = std::stoll(v);
       else if (a == "--label-positions")
         o.label_positions = std::stoll(v);
+      else if (a == "--calibration-positions")
+        o.calibration_positions = std::stoll(v);
       else if (a == "--eval-windows")
         o.eval_windows = std::stoll(v);
       else if (a == "--json")
@@ -106,6 +109,8 @@ int main(int argc, char** argv) try {
     protocol.fit_tokens = opt.fit_positions;
   if (opt.label_positions > 0)
     protocol.label_tokens = protocol.calibration_tokens = opt.label_positions;
+  if (opt.calibration_positions > 0)
+    protocol.calibration_tokens = opt.calibration_positions;
   protocol.context = std::min(protocol.context, model.config().n_positions);
   protocol.validate();
   const auto fit_tokens = nlb::io::read_text_tokens(data / "kjv-fit.txt");

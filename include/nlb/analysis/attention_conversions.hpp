@@ -271,6 +271,16 @@ struct ConversionReport {
   std::vector<std::string> not_applicable;  // conversions skipped for this model, with the reason
 };
 
+/// How an analysis runs the `nlb eval` protocol over `tokens` (windows of `context`, at most
+/// `max_windows`, 0 = all) when it supplies each window's forward: the default runs every window
+/// here (detail::windowed_perplexity); distributed::sharded_windowed_perplexity spreads the
+/// windows over ranks with the same result.
+template <class T>
+using WindowedPerplexity = std::function<PerplexityResult(
+    std::span<const std::int32_t> tokens, Index context, Index max_windows,
+    const std::function<void(Index, Index)>& progress,
+    const std::function<void(std::span<const std::int32_t>, RowMatrix<T>&)>& forward)>;
+
 /// Measures (a), (b) and (c) on `model` with the `nlb eval` protocol (evaluate_perplexity over
 /// `tokens`, windows of `context`, at most `max_windows`): (a) at every rank of
 /// skew_truncation_ranks(largest head rank), each head at min(r, its max); (b) for k = 1 … L;
@@ -279,10 +289,13 @@ struct ConversionReport {
 /// layers (their symmetric part −D already is). `progress(done, total)` after each evaluation.
 /// Cost: (number of conversions + 1) evaluations. The model is only read: converted layers run
 /// as attention overrides (LayerOverride), so nothing but the converted layers is built.
+/// `windowed`, when given, runs each evaluation's windows (e.g. spread over ranks); the default
+/// runs them here.
 template <class T, class Backend>
 ConversionReport measure_attention_conversions(
     const Transformer<T, Backend>& model, std::span<const std::int32_t> tokens, Index context,
-    Index max_windows, const std::function<void(Index, Index)>& progress = {}) {
+    Index max_windows, const std::function<void(Index, Index)>& progress = {},
+    const WindowedPerplexity<T>& windowed = {}) {
   using Slot = AttentionSlot<T, Backend>;
   const Index layers = model.layer_count();
   std::vector<LayerForms<T>> forms;
@@ -308,13 +321,13 @@ ConversionReport measure_attention_conversions(
   // neither copied nor changed; only the converted attention layers are new objects.
   typename Transformer<T, Backend>::Workspace ws;
   auto evaluate = [&](std::span<const LayerOverride<T, Backend>> overrides) {
-    auto r = detail::windowed_perplexity<T>(
-        tokens, context, max_windows, {},
-        [&](std::span<const std::int32_t> window, RowMatrix<T>& logits) {
-          model.embed(window, ws.x);
-          model.run_layers(ws.x, 0, layers, ws, overrides);
-          model.head(ws.x, logits, ws);
-        });
+    const auto forward = [&](std::span<const std::int32_t> window, RowMatrix<T>& logits) {
+      model.embed(window, ws.x);
+      model.run_layers(ws.x, 0, layers, ws, overrides);
+      model.head(ws.x, logits, ws);
+    };
+    auto r = windowed ? windowed(tokens, context, max_windows, {}, forward)
+                      : detail::windowed_perplexity<T>(tokens, context, max_windows, {}, forward);
     if (progress)
       progress(++done, total);
     return r;
