@@ -122,8 +122,8 @@ BOOST_AUTO_TEST_CASE(spectrum_conversions_on_two_ranks_equal_one_process) {
       const json a = json::parse(slurp(dir.path / (std::string(model) + "-one") / "report.json"));
       const json b = json::parse(slurp(dir.path / (std::string(model) + "-two") / "report.json"));
       BOOST_TEST(a.at("conversions").at("rows").size() >= 3u);
-      BOOST_TEST((a == b), "2 ranks: " << b.at("conversions").dump() << "\none process: "
-                                       << a.at("conversions").dump());
+      BOOST_TEST((a == b), "2 ranks: " << b.at("conversions").dump()
+                                       << "\none process: " << a.at("conversions").dump());
       BOOST_TEST(contains(slurp(dir.path / (std::string(model) + "-two") / "report.md"),
                           "spread over 2 MPI ranks"));
     }
