@@ -36,8 +36,7 @@ struct Options {
   std::string model;
   int splits = 10;
   std::vector<double> budgets;
-  long long fit_positions = -1, label_positions = -1, calibration_positions = -1,
-            eval_windows = -1;
+  long long fit_positions = -1, label_positions = -1, calibration_positions = -1, eval_windows = -1;
   std::string json_out;
 };
 
