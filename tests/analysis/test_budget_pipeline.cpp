@@ -61,6 +61,64 @@ struct Silent {
 
 }  // namespace
 
+namespace {
+
+// Per-window loss sums of `model` on windows [first, first + count) of `tokens` by plain
+// Transformer::forward passes (no overrides, no kept prefix).
+std::vector<double> window_sums(const Model& model, const std::vector<std::int32_t>& tokens,
+                                nlb::Index first, nlb::Index count, nlb::Index ctx) {
+  std::vector<double> out;
+  nlb::RowMatrix<float> logits;
+  for (nlb::Index w = first; w < first + count; ++w) {
+    const std::span<const std::int32_t> win(tokens.data() + w * ctx, static_cast<std::size_t>(ctx));
+    model.forward(win, logits);
+    double s = 0;
+    for (double v : nlb::next_token_losses(logits, win))
+      s += v;
+    out.push_back(s);
+  }
+  return out;
+}
+
+// A copy of `model` with every layer that `state` gates replaced by a GatedMLP slot.
+Model gated_copy(const Model& model, const nlb::BudgetReport<float>& r,
+                 const nlb::JointState& state) {
+  Model gated = model;
+  const auto gates = r.label.plain_gates();
+  for (std::size_t l = 0; l < gates.size(); ++l) {
+    if (state.fractions[l] <= 0)
+      continue;
+    auto g = gates[l];
+    g.set_threshold(static_cast<float>(state.thresholds[l]));
+    gated.layers()[l].mlp() = nlb::gated_slot(model.layers()[l].mlp(), r.fit.surrogates[l], g);
+  }
+  return gated;
+}
+
+// Joint Δ% of `gated` against `model` over the first n predicted positions of the first
+// `windows` windows of `tokens`, by plain forward passes.
+double label_delta_pct(const Model& model, const Model& gated,
+                       const std::vector<std::int32_t>& tokens, nlb::Index windows, nlb::Index n,
+                       nlb::Index ctx) {
+  double sum_gated = 0, sum_base = 0;
+  nlb::Index counted = 0;
+  nlb::RowMatrix<float> logits;
+  for (nlb::Index w = 0; w < windows && counted < n; ++w) {
+    const std::span<const std::int32_t> win(tokens.data() + w * ctx, static_cast<std::size_t>(ctx));
+    gated.forward(win, logits);
+    const auto lg = nlb::next_token_losses(logits, win);
+    model.forward(win, logits);
+    const auto lb = nlb::next_token_losses(logits, win);
+    for (std::size_t i = 0; i < lg.size() && counted < n; ++i, ++counted) {
+      sum_gated += lg[i];
+      sum_base += lb[i];
+    }
+  }
+  return 100.0 * std::expm1((sum_gated - sum_base) / static_cast<double>(n));
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(staged_forward_equals_transformer_forward) {
   Model model = tiny_gpt2();
   const auto tokens = first(text("kjv-eval.txt"), 128);
@@ -199,7 +257,6 @@ BOOST_AUTO_TEST_CASE(greedy_calibration_meets_its_budget_on_the_label_set) {
   const auto r = nlb::run_budget(model, fit_tokens, label_tokens, eval, eval, protocol);
   const auto& path = r.label.calibration.path;
   BOOST_REQUIRE_GE(path.size(), 2u);  // at least one step fits a 2% budget
-  const auto gates = r.label.plain_gates();
   const nlb::Index n = protocol.label_tokens;
   const auto windows = protocol.label_windows();
   for (std::size_t b = 0; b < protocol.budgets_pct.size(); ++b) {
@@ -207,29 +264,8 @@ BOOST_AUTO_TEST_CASE(greedy_calibration_meets_its_budget_on_the_label_set) {
     const double budget = protocol.budgets_pct[b];
     BOOST_CHECK_LE(state.label_delta_pct, budget);
     // Re-measure independently: a model copy with the gated slots, plain forward per window.
-    Model gated = model;
-    for (std::size_t l = 0; l < gates.size(); ++l) {
-      if (state.fractions[l] <= 0)
-        continue;
-      auto g = gates[l];
-      g.set_threshold(static_cast<float>(state.thresholds[l]));
-      gated.layers()[l].mlp() = nlb::gated_slot(model.layers()[l].mlp(), r.fit.surrogates[l], g);
-    }
-    double sum_gated = 0, sum_base = 0;
-    nlb::Index counted = 0;
-    nlb::RowMatrix<float> logits;
-    for (nlb::Index w = 0; w < windows && counted < n; ++w) {
-      const std::span<const std::int32_t> win(label_tokens.data() + w * 128, 128);
-      gated.forward(win, logits);
-      const auto lg = nlb::next_token_losses(logits, win);
-      model.forward(win, logits);
-      const auto lb = nlb::next_token_losses(logits, win);
-      for (std::size_t i = 0; i < lg.size() && counted < n; ++i, ++counted) {
-        sum_gated += lg[i];
-        sum_base += lb[i];
-      }
-    }
-    const double delta = 100.0 * std::expm1((sum_gated - sum_base) / static_cast<double>(n));
+    const double delta = label_delta_pct(model, gated_copy(model, r, state), label_tokens, windows,
+                                         n, protocol.context);
     BOOST_TEST_MESSAGE("budget " << budget << "%: label delta " << state.label_delta_pct
                                  << "% (re-measured " << delta << "%)");
     BOOST_CHECK_LE(std::fabs(delta - state.label_delta_pct), tol::budget_same_path_abs);
@@ -251,42 +287,6 @@ BOOST_AUTO_TEST_CASE(greedy_calibration_meets_its_budget_on_the_label_set) {
       saved += j.layer_linear_fraction[l] * (4 * d * h - 2 * d * d) - 2 * d;
   BOOST_CHECK_CLOSE(j.flops.mlp_pct, 100 * saved / (L * 4 * d * h), 1e-9);
 }
-
-namespace {
-
-// Per-window loss sums of `model` on windows [first, first + count) of `tokens` by plain
-// Transformer::forward passes (no overrides, no kept prefix).
-std::vector<double> window_sums(const Model& model, const std::vector<std::int32_t>& tokens,
-                                nlb::Index first, nlb::Index count, nlb::Index ctx) {
-  std::vector<double> out;
-  nlb::RowMatrix<float> logits;
-  for (nlb::Index w = first; w < first + count; ++w) {
-    const std::span<const std::int32_t> win(tokens.data() + w * ctx, static_cast<std::size_t>(ctx));
-    model.forward(win, logits);
-    double s = 0;
-    for (double v : nlb::next_token_losses(logits, win))
-      s += v;
-    out.push_back(s);
-  }
-  return out;
-}
-
-// A copy of `model` with every layer that `state` gates replaced by a GatedMLP slot.
-Model gated_copy(const Model& model, const nlb::BudgetReport<float>& r,
-                 const nlb::JointState& state) {
-  Model gated = model;
-  const auto gates = r.label.plain_gates();
-  for (std::size_t l = 0; l < gates.size(); ++l) {
-    if (state.fractions[l] <= 0)
-      continue;
-    auto g = gates[l];
-    g.set_threshold(static_cast<float>(state.thresholds[l]));
-    gated.layers()[l].mlp() = nlb::gated_slot(model.layers()[l].mlp(), r.fit.surrogates[l], g);
-  }
-  return gated;
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(allocation_meets_its_budget_on_the_calibration_split) {
   // The default search: the chosen gates' joint calibration Δ%, its bootstrap interval and the
@@ -347,23 +347,8 @@ BOOST_AUTO_TEST_CASE(allocation_meets_its_budget_on_the_calibration_split) {
       BOOST_CHECK_LE(std::fabs(again.high - state.calibration_delta_pct.high),
                      tol::budget_same_path_abs);
       // Label Δ% over the first N label positions.
-      nlb::RowMatrix<float> logits;
-      double sum_gated = 0, sum_base = 0;
-      nlb::Index counted = 0;
-      for (nlb::Index w = 0; w < label_windows && counted < protocol.label_tokens; ++w) {
-        const std::span<const std::int32_t> win(label_tokens.data() + w * ctx,
-                                                static_cast<std::size_t>(ctx));
-        gated.forward(win, logits);
-        const auto lg = nlb::next_token_losses(logits, win);
-        model.forward(win, logits);
-        const auto lb = nlb::next_token_losses(logits, win);
-        for (std::size_t i = 0; i < lg.size() && counted < protocol.label_tokens; ++i, ++counted) {
-          sum_gated += lg[i];
-          sum_base += lb[i];
-        }
-      }
       const double label_delta =
-          100.0 * std::expm1((sum_gated - sum_base) / static_cast<double>(protocol.label_tokens));
+          label_delta_pct(model, gated, label_tokens, label_windows, protocol.label_tokens, ctx);
       BOOST_CHECK_LE(std::fabs(label_delta - state.label_delta_pct), tol::budget_same_path_abs);
     }
   }
