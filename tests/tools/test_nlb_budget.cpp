@@ -366,7 +366,7 @@ BOOST_AUTO_TEST_CASE(bad_inputs_fail_cleanly_and_leave_no_report) {
        "--label-text '" + in.eval.string() + "'",
        1,
        {"--label-text", "eval.txt",
-        "expected at least 4096 tokens (32 windows of 128 for 2000 label positions and 2000 "
+        "expected at least 8192 tokens (64 windows of 128 for 2000 label positions and 6000 "
         "calibration positions)",
         "found 1536 tokens"}},
       {"too-short eval file",
@@ -451,7 +451,7 @@ BOOST_AUTO_TEST_CASE(token_id_inputs_are_all_four_and_named_in_errors) {
        four + "--fit-positions 1000 --label-positions 2000",
        1,
        {"--label-tokens-file", "label.u16.bin",
-        "expected at least 4096 tokens (32 windows of 128 for 2000 label positions and 2000 "
+        "expected at least 8192 tokens (64 windows of 128 for 2000 label positions and 6000 "
         "calibration positions)",
         "found 1536 tokens"}},
       {"one token-id file and default texts",

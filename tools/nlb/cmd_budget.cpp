@@ -158,9 +158,9 @@ int run_budget(const std::vector<std::string>& argv) {
   protocol.budgets_pct = parse_budgets(args, protocol.budgets_pct);
   protocol.fit_tokens = args.integer("fit-positions", protocol.fit_tokens, 2, 1LL << 40);
   protocol.label_tokens = args.integer("label-positions", protocol.label_tokens, 10, 1LL << 40);
-  // The calibration split is as large as the label set unless given (docs/budget.md).
+  // The calibration split is three times the label set unless given (docs/budget.md).
   protocol.calibration_tokens =
-      args.integer("calibration-positions", protocol.label_tokens, 10, 1LL << 40);
+      args.integer("calibration-positions", 3 * protocol.label_tokens, 10, 1LL << 40);
   const std::string search = args.get("calibration", to_string(protocol.calibration_search));
   if (search == "allocation")
     protocol.calibration_search = CalibrationSearch::allocation;

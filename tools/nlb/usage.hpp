@@ -140,7 +140,7 @@ inline const std::vector<CommandHelp>& command_help() {
              std::to_string(protocol.label_tokens) +
              ", PAPERS §A3)\n"
              "  --calibration-positions N  calibration positions, from the label file's windows\n"
-             "                        after the label windows (default: as many as the label\n"
+             "                        after the label windows (default: 3 x the label\n"
              "                        positions)\n"
              "  --calibration S       allocation: per-layer cost curves and a knapsack, corrected\n"
              "                        until the upper end of the calibration delta's 95% interval\n"

@@ -107,7 +107,8 @@ int main(int argc, char** argv) try {
   if (opt.fit_positions > 0)
     protocol.fit_tokens = opt.fit_positions;
   if (opt.label_positions > 0)
-    protocol.label_tokens = protocol.calibration_tokens = opt.label_positions;
+    protocol.label_tokens = opt.label_positions,
+    protocol.calibration_tokens = 3 * opt.label_positions;
   if (opt.calibration_positions > 0)
     protocol.calibration_tokens = opt.calibration_positions;
   protocol.context = std::min(protocol.context, model.config().n_positions);

@@ -47,8 +47,11 @@ struct BudgetProtocol {
   Index bootstrap_resamples = 1000;           ///< paired window resamples for 95% intervals
   /// The last share of label positions is held out of gate fitting and gives the gate AUC.
   double holdout_fraction = 0.2;
-  /// Calibration positions, from the label file after the label windows.
-  Index calibration_tokens = 25000;
+  /// Calibration positions, from the label file after the label windows: 3 × label_tokens by
+  /// default (nlb budget), a larger and more varied sample of text than the label set, so that
+  /// the calibration Δ% is close to what other text costs (docs/budget.md, "Does the budget
+  /// hold?").
+  Index calibration_tokens = 75000;
   CalibrationSearch calibration_search = CalibrationSearch::allocation;
   /// Linear-fraction grid of the calibration: thresholds for fractions k · step of the label rows.
   double calibration_step = 0.05;
