@@ -38,6 +38,7 @@ struct Setup {
   std::vector<nlb::JointState> states;  // budgets 1%, 3%, then uniform 0.25, 0.5, 1.0
   Setup() {
     protocol.label_tokens = 5000;
+    protocol.calibration_tokens = 3 * 5000;  // as nlb budget --label-positions 5000
     protocol.calibration_step = 0.1;
     const auto fit_tokens = nlb::io::read_text_tokens(repo / "data/kjv-fit.txt");
     const auto label_tokens = nlb::io::read_text_tokens(repo / "data/kjv-label.txt");

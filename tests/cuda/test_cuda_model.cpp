@@ -569,7 +569,9 @@ BOOST_AUTO_TEST_CASE(run_budget_on_device_equals_host) {
   nlb::BudgetProtocol p;
   p.context = 32;
   p.fit_tokens = 600;
-  p.label_tokens = 600;
+  p.label_tokens = 600;        // 20 windows of 32
+  p.calibration_tokens = 300;  // the next 10 windows
+  p.calibration_search = nlb::CalibrationSearch::greedy;
   p.budgets_pct = {1.0, 3.0};
   p.bootstrap_resamples = 100;
   p.calibration_step = 0.25;
@@ -610,6 +612,28 @@ BOOST_AUTO_TEST_CASE(run_budget_on_device_equals_host) {
     BOOST_TEST(on_device.eval.joint[b].linear_fraction == on_host.eval.joint[b].linear_fraction);
     BOOST_TEST(on_device.forward_timing[b].gated_linear_fraction ==
                on_host.forward_timing[b].gated_linear_fraction);
+  }
+  // The default search (cost curves, knapsack, joint passes on the calibration split) through
+  // the device engine: the same tries and chosen states, Δ% within the float tolerance.
+  auto pa = p;
+  pa.calibration_search = nlb::CalibrationSearch::allocation;
+  nlb::BudgetObserver quiet;
+  std::vector<std::pair<std::string, double>> times;
+  const auto fit_host = nlb::fit_surrogates(host, fit, pa);
+  const auto alloc_device =
+      nlb::run_label_stage(host, fit_host, label, pa, quiet, times, "label", device.engine());
+  const auto alloc_host = nlb::run_label_stage(host, fit_host, label, pa, quiet, times);
+  BOOST_REQUIRE_EQUAL(alloc_device.allocations.size(), alloc_host.allocations.size());
+  for (std::size_t l = 0; l < alloc_host.cost_curves.delta_pct.size(); ++l)
+    for (std::size_t k = 0; k < alloc_host.cost_curves.delta_pct[l].size(); ++k)
+      BOOST_TEST(std::abs(alloc_device.cost_curves.delta_pct[l][k] -
+                          alloc_host.cost_curves.delta_pct[l][k]) <= tol::budget_delta_pct_f32_abs);
+  for (std::size_t b = 0; b < alloc_host.joint.size(); ++b) {
+    BOOST_TEST(alloc_device.joint[b].fractions == alloc_host.joint[b].fractions);
+    BOOST_TEST(std::abs(alloc_device.joint[b].calibration_delta_pct.high -
+                        alloc_host.joint[b].calibration_delta_pct.high) <=
+               tol::budget_delta_pct_f32_abs);
+    BOOST_TEST(alloc_host.joint[b].calibration_delta_pct.high <= pa.budgets_pct[b]);
   }
 }
 

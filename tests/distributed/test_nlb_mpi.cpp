@@ -51,8 +51,9 @@ struct Inputs {
   }
   std::string budget(const std::string& model, const fs::path& out) const {
     return "budget --model '" + (source_dir / "models" / model).string() +
-           "' --fit-positions 1000 --label-positions 2000 --eval-text '" + eval.string() +
-           "' --cross-text '" + cross.string() +
+           "' --fit-positions 1000 --label-positions 2000 --calibration-positions 2000 "
+           "--eval-text '" +
+           eval.string() + "' --cross-text '" + cross.string() +
            "' --seed 7 --budget-pct 1 --budget-pct 3 --decode-steps 8 --out '" + out.string() + "'";
   }
 };

@@ -306,7 +306,8 @@ BOOST_AUTO_TEST_CASE(real_vocabulary_model_runs_through_budget) {
       dir.write_text("cross.txt", slurp(source_dir / "data/jargon-eval.txt").substr(0, 8000));
   const fs::path out = dir.path / "report";
   const auto r = run_budget(dir, "--model '" + model.string() +
-                                     "' --fit-positions 1000 --label-positions 2000 --eval-text '" +
+                                     "' --fit-positions 1000 --label-positions 2000 "
+                                     "--calibration-positions 1000 --eval-text '" +
                                      eval.string() + "' --cross-text '" + cross.string() +
                                      "' --seed 7 --budget-pct 3 --out '" + out.string() + "'");
   BOOST_TEST_MESSAGE(r.err);
