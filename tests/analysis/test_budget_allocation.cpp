@@ -162,7 +162,9 @@ BOOST_AUTO_TEST_CASE(allocation_search_corrects_the_capacity_until_the_joint_bou
   for (std::size_t l = 0; l < 3; ++l)
     for (double f : curves.linear_fraction[l])
       value[l].push_back(f);  // value = fraction: every layer saves alike
-  const auto saving = [](std::size_t, double f) { return f; };
+  const auto saving = [](std::size_t l, nlb::Index, const nlb::JointMeasurement& m) {
+    return m.layer_linear_fraction[l];
+  };
   int passes = 0;
   const auto measure = [&](const std::vector<nlb::Index>& k) {
     ++passes;
@@ -216,8 +218,10 @@ BOOST_AUTO_TEST_CASE(allocation_without_a_meeting_state_chooses_no_gates) {
     m.delta_pct = {0.5, 0.0, 5.0};
     return m;
   };
-  const auto a =
-      nlb::allocate_budget(curves, value, 1.0, measure, [](std::size_t, double f) { return f; });
+  const auto a = nlb::allocate_budget(
+      curves, value, 1.0, measure, [](std::size_t l, nlb::Index, const nlb::JointMeasurement& m) {
+        return m.layer_linear_fraction[l];
+      });
   for (const auto& t : a.tries) {
     const bool none = t.steps == std::vector<nlb::Index>(3, 0);
     BOOST_TEST(t.meets == none);
@@ -241,7 +245,9 @@ BOOST_AUTO_TEST_CASE(allocation_stops_when_every_layer_is_at_its_best_option) {
         ++passes;
         return synthetic_joint(curves, k);
       },
-      [](std::size_t, double f) { return f; });
+      [](std::size_t l, nlb::Index, const nlb::JointMeasurement& m) {
+        return m.layer_linear_fraction[l];
+      });
   BOOST_TEST(a.tries.size() == 1u);
   BOOST_TEST(passes == 1);
   BOOST_TEST((a.tries[0].steps == std::vector<nlb::Index>{4, 4, 4}));

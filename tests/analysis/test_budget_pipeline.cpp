@@ -355,6 +355,83 @@ BOOST_AUTO_TEST_CASE(allocation_meets_its_budget_on_the_calibration_split) {
   BOOST_CHECK(any_gate);  // a 3% budget buys some gates on this model
 }
 
+BOOST_AUTO_TEST_CASE(one_budget_across_mlp_and_attention_meets_it_on_the_calibration_split) {
+  // tiny-sd (S–D layers: the routing rank can be cut): each budget spent on gates and attention
+  // conversions together. The chosen state re-measured by plain forward passes of a copy of the
+  // model with those gates and those attention layers in its slots, on the calibration windows
+  // and on the eval windows: the same Δ% and intervals; the upper end meets the budget.
+  const auto fit_tokens = text("kjv-fit.txt");
+  const auto label_tokens = text("kjv-label.txt");
+  const auto eval = first(text("kjv-eval.txt"), 4 * 128);
+  auto protocol = small_protocol();
+  protocol.budgets_pct = {1.0, 3.0};
+  protocol.across_attention = true;
+  const Model model = nlb::load_model<float>(source_dir / "models/tiny-sd");
+  const auto r = nlb::run_budget(model, fit_tokens, label_tokens, eval, eval, protocol);
+  BOOST_REQUIRE(r.across.has_value());
+  const auto& a = *r.across;
+  const nlb::Index ctx = protocol.context;
+  const nlb::Index label_windows = protocol.label_windows();
+  const nlb::Index cal_windows = protocol.calibration_windows();
+  const auto base_cal = window_sums(model, label_tokens, label_windows, cal_windows, ctx);
+  const auto base_eval = window_sums(model, eval, 0, 4, ctx);
+  // Only conversions that save FLOPs are offered (S–D: every cut rank; the scalar filter keeps
+  // the d-wide filter term, so it saves nothing).
+  for (std::size_t l = 0; l < a.options.size(); ++l) {
+    for (std::size_t o : a.groups.offered[l])
+      BOOST_CHECK_GT(a.options[l].options[o].saving_per_token, 0.0);
+  }
+  BOOST_REQUIRE_EQUAL(a.results.size(), 2u);
+  bool any_attention = false;
+  for (std::size_t b = 0; b < a.results.size(); ++b) {
+    const auto& res = a.results[b];
+    const double budget = protocol.budgets_pct[b];
+    BOOST_TEST_CONTEXT("budget " << budget << "%") {
+      const auto& al = a.allocations[b];
+      BOOST_REQUIRE_GE(al.chosen, 0);
+      BOOST_CHECK_LE(res.calibration_delta_pct.high, budget);
+      for (const auto& t : al.tries)
+        BOOST_CHECK_EQUAL(t.meets, t.calibration.delta_pct.high <= budget);
+      // The copy: gates at the chosen thresholds, converted attention layers in their slots.
+      nlb::JointState state;
+      for (std::size_t l = 0; l < res.gate_fractions.size(); ++l) {
+        const auto k = static_cast<std::size_t>(
+            std::llround(res.gate_fractions[l] / protocol.calibration_step));
+        state.fractions.push_back(res.gate_fractions[l]);
+        state.thresholds.push_back(r.label.thresholds[l][k]);
+      }
+      Model copy = gated_copy(model, r, state);
+      const auto& steps = al.tries[static_cast<std::size_t>(al.chosen)].steps;
+      for (std::size_t l = 0; l < res.attention.size(); ++l) {
+        const auto* o = nlb::chosen_attention(a.options, a.groups, steps, l);
+        BOOST_CHECK_EQUAL(o ? o->conversion : std::string(), res.attention[l]);
+        if (o) {
+          any_attention = true;
+          copy = nlb::with_layer_attention(copy, static_cast<nlb::Index>(l), o->attention);
+        }
+      }
+      const auto cal = window_sums(copy, label_tokens, label_windows, cal_windows, ctx);
+      const auto again_cal = nlb::bootstrap_delta_pct(base_cal, cal, ctx - 1,
+                                                      protocol.bootstrap_resamples, protocol.seed);
+      BOOST_CHECK_LE(std::fabs(again_cal.value - res.calibration_delta_pct.value),
+                     tol::budget_same_path_abs);
+      BOOST_CHECK_LE(std::fabs(again_cal.high - res.calibration_delta_pct.high),
+                     tol::budget_same_path_abs);
+      const auto ev = window_sums(copy, eval, 0, 4, ctx);
+      const auto again_eval = nlb::bootstrap_delta_pct(
+          base_eval, ev, ctx - 1, protocol.bootstrap_resamples, protocol.seed + b);
+      BOOST_CHECK_LE(std::fabs(again_eval.value - res.eval_delta_pct.value),
+                     tol::budget_same_path_abs);
+      BOOST_CHECK_LE(std::fabs(again_eval.low - res.eval_delta_pct.low), tol::budget_same_path_abs);
+      // The saving splits into its parts; decode was timed (S–D layers keep a KV cache).
+      BOOST_CHECK_GE(res.attention_share, 0.0);
+      BOOST_CHECK_LE(res.attention_share, 1.0);
+      BOOST_CHECK(res.decode.has_value());
+    }
+  }
+  BOOST_CHECK(any_attention);  // a 3% budget cuts some routing rank on this model
+}
+
 BOOST_AUTO_TEST_CASE(calibration_split_reads_only_its_windows) {
   // Changing the calibration windows changes the calibration and nothing fitted before it;
   // changing tokens after them changes nothing.

@@ -165,7 +165,9 @@ struct Inputs {
 BOOST_AUTO_TEST_CASE(small_report_is_complete_consistent_and_reproducible) {
   Inputs in;
   const fs::path out = in.dir.path / "report";
-  const auto r = run_budget(in.dir, in.args(out));
+  // A calibration split as large as the label set keeps this suite quick under the sanitizers.
+  const std::string small_split = " --calibration-positions 2000";
+  const auto r = run_budget(in.dir, in.args(out) + small_split);
   BOOST_TEST_MESSAGE(r.err);
   BOOST_REQUIRE_EQUAL(r.exit_code, 0);
   BOOST_CHECK(contains(r.out, "report written to"));
@@ -285,10 +287,43 @@ BOOST_AUTO_TEST_CASE(small_report_is_complete_consistent_and_reproducible) {
 
   // Same inputs, same seed: the same report, wall-clock fields aside.
   const fs::path out2 = in.dir.path / "report2";
-  BOOST_REQUIRE_EQUAL(run_budget(in.dir, in.args(out2)).exit_code, 0);
+  BOOST_REQUIRE_EQUAL(run_budget(in.dir, in.args(out2) + small_split).exit_code, 0);
   const json again = json::parse(slurp(out2 / "report.json"));
   BOOST_CHECK(without_timing(report) == without_timing(again));
   BOOST_CHECK(slurp(out / "layers.csv") == slurp(out2 / "layers.csv"));
+}
+
+BOOST_AUTO_TEST_CASE(attention_spends_one_budget_across_mlp_and_attention) {
+  // tiny-sd: the report's "across" section (schema-checked), its table and per-layer chart.
+  Inputs in;
+  const fs::path out = in.dir.path / "report";
+  const std::string model = " --model '" + (source_dir / "models/tiny-sd").string() + "'";
+  const auto r =
+      run_budget(in.dir, in.args(out) + model + " --calibration-positions 2000 --attention");
+  BOOST_TEST_MESSAGE(r.err);
+  BOOST_REQUIRE_EQUAL(r.exit_code, 0);
+  BOOST_CHECK(contains(r.err, "nlb budget: across: MLP gates and attention done in"));
+  BOOST_CHECK(contains(r.out, "across MLP and attention: eval"));
+  const json report = json::parse(slurp(out / "report.json"));
+  const auto errors = schema_errors(report);
+  for (const auto& e : errors)
+    BOOST_ERROR("schema: " << e);
+  const json& across = report.at("across");
+  BOOST_REQUIRE_EQUAL(across.at("options").size(), 4u);
+  BOOST_REQUIRE_EQUAL(across.at("results").size(), 2u);
+  for (const auto& res : across.at("results")) {
+    BOOST_CHECK_LE(res.at("calibration_delta_pct_ci").at(1).get<double>(),
+                   res.at("budget_pct").get<double>());
+    BOOST_CHECK_EQUAL(res.at("attention").size(), 4u);
+  }
+  BOOST_CHECK(contains(slurp(out / "report.md"), "## One budget across MLP and attention"));
+  BOOST_CHECK(contains(slurp(out / "across_allocation.svg"), "<svg"));
+  // The search across needs the cost curves of the allocation search, and runs on the host.
+  const auto greedy =
+      run_budget(in.dir, in.args(in.dir.path / "g") + " --attention --calibration greedy");
+  BOOST_CHECK_EQUAL(greedy.exit_code, 2);
+  BOOST_CHECK(contains(greedy.err, "--attention"));
+  BOOST_CHECK(!fs::exists(in.dir.path / "g"));
 }
 
 // Not under the sanitizers (asan preset): the 50 257-way log-sum-exp of every position is

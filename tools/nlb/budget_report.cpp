@@ -50,6 +50,96 @@ Index middle_layer(const BudgetReport<float>& r) {
   return r.config.n_layers / 2;
 }
 
+// "skew_rank 4", "linear", "" (unchanged).
+std::string conversion_name(const std::string& conversion, Index parameter) {
+  return conversion == "skew_rank" ? conversion + " " + std::to_string(parameter) : conversion;
+}
+
+json timing_json(const ForwardTiming& t) {
+  return {{"time_dense_ms", num(t.dense_ms)},
+          {"time_ms", num(t.gated_ms)},
+          {"time_saved_pct", num(t.saved_pct)}};
+}
+
+// The "across" section: one budget across MLP gates and attention conversions.
+json across_json(const AcrossStage<float>& a, const BudgetProtocol& p) {
+  const std::size_t layers = a.options.size();
+  json options = json::array();
+  for (std::size_t l = 0; l < layers; ++l) {
+    const auto& lo = a.options[l];
+    json list = json::array();
+    for (std::size_t o = 0; o < lo.options.size(); ++o) {
+      const auto& opt = lo.options[o];
+      const auto& offered = a.groups.offered[l];
+      const auto at = std::find(offered.begin(), offered.end(), o);
+      json entry = {{"conversion", opt.conversion},
+                    {"parameter", opt.parameter},
+                    {"flops_per_token", num(opt.flops_per_token)},
+                    {"saving_per_token", num(opt.saving_per_token)},
+                    {"offered", at != offered.end()},
+                    {"calibration_delta_pct", nullptr}};
+      if (at != offered.end()) {
+        const auto k = static_cast<std::size_t>(at - offered.begin()) + 1;
+        entry["calibration_delta_pct"] = num(a.groups.curves.delta_pct[layers + l][k]);
+      }
+      list.push_back(entry);
+    }
+    options.push_back({{"layer", l},
+                       {"flops_per_token", num(lo.flops_per_token)},
+                       {"options", list},
+                       {"not_applicable", lo.not_applicable}});
+  }
+  json allocations = json::array();
+  for (const auto& al : a.allocations) {
+    json tries = json::array();
+    for (const auto& t : al.tries) {
+      std::vector<double> fractions;
+      std::vector<std::string> attention;
+      for (std::size_t l = 0; l < layers; ++l) {
+        fractions.push_back(static_cast<double>(t.steps[l]) * p.calibration_step);
+        const auto* o = chosen_attention(a.options, a.groups, t.steps, l);
+        attention.push_back(o ? conversion_name(o->conversion, o->parameter) : "");
+      }
+      tries.push_back({{"capacity_pct", num(t.capacity_pct)},
+                       {"predicted_pct", num(t.predicted_pct)},
+                       {"label_layer_fraction", fractions},
+                       {"attention", attention},
+                       {"calibration_delta_pct", num(t.calibration.delta_pct.value)},
+                       {"calibration_delta_pct_ci", interval(t.calibration.delta_pct)},
+                       {"calibration_linear_fraction", num(t.calibration.linear_fraction)},
+                       {"meets", t.meets},
+                       {"measured", t.measured}});
+    }
+    allocations.push_back({{"budget_pct", al.budget_pct},
+                           {"chosen", al.chosen},
+                           {"evaluations", al.evaluations},
+                           {"tries", tries}});
+  }
+  json results = json::array();
+  for (const auto& res : a.results) {
+    std::vector<std::string> attention;
+    for (std::size_t l = 0; l < layers; ++l)
+      attention.push_back(conversion_name(res.attention[l], res.attention_parameter[l]));
+    results.push_back({{"budget_pct", res.budget_pct},
+                       {"label_layer_fraction", res.gate_fractions},
+                       {"attention", attention},
+                       {"calibration_delta_pct", num(res.calibration_delta_pct.value)},
+                       {"calibration_delta_pct_ci", interval(res.calibration_delta_pct)},
+                       {"eval_ppl", num(res.eval_ppl)},
+                       {"eval_delta_pct", num(res.eval_delta_pct.value)},
+                       {"eval_delta_pct_ci", interval(res.eval_delta_pct)},
+                       {"eval_linear_fraction", num(res.eval_linear_fraction)},
+                       {"eval_layer_linear_fraction", res.eval_layer_linear_fraction},
+                       {"flops_saved_mlp_pct", num(res.mlp_flops_saved_pct)},
+                       {"flops_saved_attention_pct", num(res.attention_flops_saved_pct)},
+                       {"flops_saved_forward_pct", num(res.forward_flops_saved_pct)},
+                       {"attention_share_of_saving", num(res.attention_share)},
+                       {"time_prefill", timing_json(res.prefill)},
+                       {"time_decode", res.decode ? timing_json(*res.decode) : json(nullptr)}});
+  }
+  return {{"options", options}, {"allocation", allocations}, {"results", results}};
+}
+
 }  // namespace
 
 const std::vector<std::string>& budget_csv_columns() {
@@ -268,6 +358,8 @@ std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources
                            {"tries", tries}});
   }
   out["allocation"] = allocations;
+  if (r.across)
+    out["across"] = across_json(*r.across, p);
   json stages = json::array();
   double total = 0;
   for (const auto& [name, seconds] : r.timing) {
@@ -511,6 +603,67 @@ std::string budget_report_markdown(const BudgetReport<float>& r, const BudgetSou
        << "% of forward FLOPs saved, measured time saved " << fmt("%+.1f", t.saved_pct)
        << "% (prefill) and " << fmt("%+.1f", r.decode_timing[b].saved_pct) << "% (decode).\n";
   }
+  if (r.across) {
+    const auto& a = *r.across;
+    md << "\n## One budget across MLP and attention\n\n"
+       << "Each budget spent on MLP gates and attention conversions together: every layer's "
+          "conversions costed by the FLOPs this library runs (context "
+       << p.context
+       << "), the ones that save measured alone on the calibration split, one knapsack over "
+          "gates and conversions, corrected by joint measurement until the upper end of the 95% "
+          "interval of the calibration Δ% meets the budget; then the chosen state on the eval "
+          "text and timed against the unmodified model.\n\n"
+       << "| layer | own attention FLOPs/token | conversion | FLOPs/token | saving | offered | "
+          "calibration Δ% alone |\n|---|---|---|---|---|---|---|\n";
+    for (std::size_t l = 0; l < a.options.size(); ++l) {
+      const auto& lo = a.options[l];
+      for (std::size_t o = 0; o < lo.options.size(); ++o) {
+        const auto& opt = lo.options[o];
+        const auto& offered = a.groups.offered[l];
+        const auto at = std::find(offered.begin(), offered.end(), o);
+        const double cost =
+            at == offered.end()
+                ? std::nan("")
+                : a.groups.curves.delta_pct[a.options.size() + l]
+                                           [static_cast<std::size_t>(at - offered.begin()) + 1];
+        md << "| L" << l << " | " << fmt("%.0f", lo.flops_per_token) << " | "
+           << conversion_name(opt.conversion, opt.parameter) << " | "
+           << fmt("%.0f", opt.flops_per_token) << " | " << fmt("%+.0f", opt.saving_per_token)
+           << " | " << (at == offered.end() ? "no (saves nothing)" : "yes") << " | "
+           << fmt("%+.2f", cost) << " |\n";
+      }
+      for (const auto& why : lo.not_applicable)
+        md << "| L" << l << " | | not applicable: " << why << " | | | | |\n";
+    }
+    md << "\n| budget | calibration Δ% [95% CI] | eval Δ% [95% CI] | % MLP rows linear | "
+          "attention | FLOPs saved (MLPs) | FLOPs saved (attention) | FLOPs saved (forward) | "
+          "attention share | prefill time saved | decode time saved |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const auto& res : a.results) {
+      std::string attention;
+      for (std::size_t l = 0; l < res.attention.size(); ++l)
+        if (!res.attention[l].empty())
+          attention += (attention.empty() ? "" : ", ") + std::string("L") + std::to_string(l) +
+                       " " + conversion_name(res.attention[l], res.attention_parameter[l]);
+      md << "| " << fmt("%g", res.budget_pct) << "% | "
+         << fmt("%+.2f", res.calibration_delta_pct.value) << " ["
+         << fmt("%+.2f", res.calibration_delta_pct.low) << ", "
+         << fmt("%+.2f", res.calibration_delta_pct.high) << "] | "
+         << fmt("%+.2f", res.eval_delta_pct.value) << " [" << fmt("%+.2f", res.eval_delta_pct.low)
+         << ", " << fmt("%+.2f", res.eval_delta_pct.high) << "] | "
+         << fmt("%.1f", 100 * res.eval_linear_fraction) << " | "
+         << (attention.empty() ? "unchanged" : attention) << " | "
+         << fmt("%.1f", res.mlp_flops_saved_pct) << "% | "
+         << fmt("%.1f", res.attention_flops_saved_pct) << "% | "
+         << fmt("%.1f", res.forward_flops_saved_pct) << "% | "
+         << fmt("%.0f", 100 * res.attention_share) << "% | " << fmt("%+.1f", res.prefill.saved_pct)
+         << "% | "
+         << (res.decode ? fmt("%+.1f", res.decode->saved_pct) + "%"
+                        : std::string("n/a (linear attention has no KV cache)"))
+         << " |\n";
+    }
+    md << "\n![across allocation](across_allocation.svg)\n";
+  }
   md << "\nStage times (s):";
   for (const auto& [name, seconds] : r.timing)
     md << " " << name << " " << fmt("%.1f", seconds) << ";";
@@ -652,6 +805,46 @@ void stage_budget_report(ReportFiles& files, const BudgetReport<float>& r,
       c.series.push_back(sl);
     }
     files.add("cost_curves.svg", s::render(c));
+  }
+  if (r.across) {
+    // What the one budget chose per layer: FLOPs saved by the gate and by the attention
+    // conversion, in % of the layer's own FLOPs (its attention and dense MLP).
+    s::Chart c;
+    c.title = "One budget across MLP and attention: FLOPs saved per layer";
+    c.x_label = "layer";
+    c.y_label = "% of the layer's FLOPs saved";
+    c.bars = true;
+    c.x_tick_labels = ticks;
+    const auto& a = *r.across;
+    const double mlp = flops::dense_mlp_per_token(static_cast<double>(r.config.d_model),
+                                                  static_cast<double>(r.config.d_hidden));
+    for (const auto& res : a.results) {
+      char name[64];
+      std::snprintf(name, sizeof name, "MLP gate, budget %g%%", res.budget_pct);
+      s::Series gate{name, {}, {}, {}, {}, true, true};
+      std::snprintf(name, sizeof name, "attention, budget %g%%", res.budget_pct);
+      s::Series attn{name, {}, {}, {}, {}, true, true};
+      for (std::size_t l = 0; l < res.attention.size(); ++l) {
+        const double own = a.options[l].flops_per_token + mlp;
+        const double gate_saved =
+            res.gate_fractions[l] > 0
+                ? flops::mlp_saving_per_token(static_cast<double>(r.config.d_model),
+                                              static_cast<double>(r.config.d_hidden),
+                                              res.eval_layer_linear_fraction[l])
+                : 0.0;
+        double attn_saved = 0;
+        for (const auto& opt : a.options[l].options)
+          if (opt.conversion == res.attention[l] && opt.parameter == res.attention_parameter[l])
+            attn_saved = opt.saving_per_token;
+        gate.x.push_back(static_cast<double>(l));
+        gate.y.push_back(100 * gate_saved / own);
+        attn.x.push_back(static_cast<double>(l));
+        attn.y.push_back(100 * attn_saved / own);
+      }
+      c.series.push_back(gate);
+      c.series.push_back(attn);
+    }
+    files.add("across_allocation.svg", s::render(c));
   }
   for (std::size_t b = 0; b < r.eval.joint.size(); ++b)
     files.add(budget_gates_file_name(r.protocol.budgets_pct[b]), budget_gates_file(r, b));

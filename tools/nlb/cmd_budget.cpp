@@ -142,7 +142,7 @@ int run_budget(const std::vector<std::string>& argv) {
                    "decode-steps",
                    "out",
                    "device"},
-                  {"json"},
+                  {"json", "attention"},
                   {{"tokens",
                     "--fit-tokens-file FILE, --label-tokens-file FILE, --eval-tokens-file FILE and "
                     "--cross-tokens-file FILE",
@@ -169,6 +169,13 @@ int run_budget(const std::vector<std::string>& argv) {
   else
     throw UsageError("option --calibration: expected allocation or greedy, found \"" + search +
                      "\"");
+  protocol.across_attention = args.flag("attention");
+  if (protocol.across_attention && protocol.calibration_search != CalibrationSearch::allocation)
+    throw UsageError("option --attention: needs --calibration allocation (per-layer cost curves)");
+  if (protocol.across_attention && cuda_device_requested(args))
+    throw UsageError(
+        "option --attention: the attention conversions run on the host; drop "
+        "--device cuda");
   protocol.lambda = args.real("lambda", protocol.lambda, 1e-300, 1e300);
   protocol.seed = static_cast<std::uint64_t>(
       args.integer("seed", static_cast<long long>(protocol.seed), 0, (1LL << 62)));
@@ -231,6 +238,15 @@ int run_budget(const std::vector<std::string>& argv) {
           "(forward), time saved %+.1f%% (prefill), %+.1f%% (decode)\n",
           j.budget_pct, j.delta_pct.value, 100 * j.linear_fraction, j.flops.forward_pct,
           report.forward_timing[b].saved_pct, report.decode_timing[b].saved_pct);
+    }
+    if (report.across) {
+      for (const auto& res : report.across->results) {
+        std::printf(
+            "budget %g%% across MLP and attention: eval %+.2f%%, FLOPs saved %.1f%% (forward; "
+            "%.0f%% of it in attention), time saved %+.1f%% (prefill)\n",
+            res.budget_pct, res.eval_delta_pct.value, res.forward_flops_saved_pct,
+            100 * res.attention_share, res.prefill.saved_pct);
+      }
     }
     std::printf("report written to %s/ (report.md, report.json, layers.csv, *.svg) in %.1f s\n",
                 out_dir.c_str(), total);

@@ -112,7 +112,8 @@ inline const std::vector<CommandHelp>& command_help() {
          "usage: nlb budget [--model DIR] [--fit-text F] [--label-text F] [--eval-text F]\n"
          "                  [--cross-text F] [--fit-positions N] [--label-positions N]\n"
          "                  [--calibration-positions N] [--calibration allocation|greedy]\n"
-         "                  [--context N] [--lambda L] [--budget-pct P ...] [--seed S]\n"
+         "                  [--attention] [--context N] [--lambda L] [--budget-pct P ...] [--seed "
+         "S]\n"
          "                  [--decode-steps N] [--out DIR] [--device cpu|cuda] [--json]\n"
          "       nlb budget --model DIR --fit-tokens-file F --label-tokens-file F\n"
          "                  --eval-tokens-file F --cross-tokens-file F [--token-dtype u32] ...\n\n"
@@ -148,6 +149,9 @@ inline const std::vector<CommandHelp>& command_help() {
              "                        set (default " +
              std::string(to_string(protocol.calibration_search)) +
              ")\n"
+             "  --attention           also spend each budget across MLP gates and attention\n"
+             "                        conversions together (skew rank, linear attention, scalar\n"
+             "                        filter; docs/budget.md), measured jointly; on the host\n"
              "  --context N           window length (default min(" +
              std::to_string(protocol.context) +
              ", n_positions))\n"
@@ -192,6 +196,9 @@ inline const std::vector<CommandHelp>& command_help() {
              "  --fit-positions N     fitting positions (default " +
              std::to_string(protocol.fit_tokens) +
              ")\n"
+             "  --attention           also spend each budget across MLP gates and attention\n"
+             "                        conversions together (skew rank, linear attention, scalar\n"
+             "                        filter; docs/budget.md), measured jointly; on the host\n"
              "  --context N           window length (default min(" +
              std::to_string(protocol.context) +
              ", n_positions))\n"

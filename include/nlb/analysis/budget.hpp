@@ -18,12 +18,15 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "nlb/analysis/bootstrap.hpp"
+#include "nlb/analysis/budget_across.hpp"
 #include "nlb/analysis/budget_allocation.hpp"
 #include "nlb/analysis/budget_protocol.hpp"
 #include "nlb/analysis/flops.hpp"
@@ -122,17 +125,18 @@ template <class T, class Backend = backend::cpu>
 struct LabelStage {
   Index positions = 0;  // N label positions
   Index windows = 0;
-  double baseline_ppl = 0;                    // unmodified model on the N label positions
-  std::vector<double> base_losses;            // [N] unmodified model's losses
-  std::vector<double> all_linear_ppl;         // [layers] one layer linear, label positions
-  std::vector<std::vector<double>> delta;     // [layers][N] δ = L_lin − L_full
-  std::vector<TrainedGate<T>> gates;          // [layers] fitted on the first positions
-  std::vector<ProbeAucs> probes;              // [layers] (PAPERS §A4)
-  Index calibration_windows = 0;              // windows of the calibration split
-  JointCalibration calibration;               // the greedy path (greedy search only, PAPERS §A7)
-  LayerCostCurves cost_curves;                // per-layer curves (allocation search only)
-  std::vector<BudgetAllocation> allocations;  // [budgets] (allocation search only)
-  std::vector<JointState> joint;              // [budgets] the chosen states
+  double baseline_ppl = 0;                      // unmodified model on the N label positions
+  std::vector<double> base_losses;              // [N] unmodified model's losses
+  std::vector<double> all_linear_ppl;           // [layers] one layer linear, label positions
+  std::vector<std::vector<double>> delta;       // [layers][N] δ = L_lin − L_full
+  std::vector<TrainedGate<T>> gates;            // [layers] fitted on the first positions
+  std::vector<ProbeAucs> probes;                // [layers] (PAPERS §A4)
+  Index calibration_windows = 0;                // windows of the calibration split
+  JointCalibration calibration;                 // the greedy path (greedy search only, PAPERS §A7)
+  LayerCostCurves cost_curves;                  // per-layer curves (allocation search only)
+  std::vector<BudgetAllocation> allocations;    // [budgets] (allocation search only)
+  std::vector<JointState> joint;                // [budgets] the chosen states
+  std::vector<std::vector<double>> thresholds;  // [layers][steps + 1] gate threshold of fraction k
   /// The gates alone (threshold 0), for building variants.
   std::vector<HyperplaneGate<T, Dynamic, Backend>> plain_gates() const {
     std::vector<HyperplaneGate<T, Dynamic, Backend>> g;
@@ -143,6 +147,38 @@ struct LabelStage {
 };
 
 namespace detail {
+
+// Measures variants on the calibration split (the calibration_windows() windows of
+// `label_tokens` after the `label_windows` label windows): through `engine` when active, else on
+// the host model, runs without the unmodified model continuing from its kept prefix streams
+// (PrefixStreams, kept on first use when they fit in 1 GiB). Runs with the unmodified model
+// report progress through `obs`.
+template <class T, class Backend>
+WindowSetMeasure<T, Backend> calibration_measure(const Transformer<T, Backend>& model,
+                                                 std::span<const std::int32_t> label_tokens,
+                                                 Index label_windows,
+                                                 const BudgetProtocol& protocol,
+                                                 const BudgetObserver& obs,
+                                                 const VariantEngine<T, Backend>& engine) {
+  const Index ctx = protocol.context;
+  const Index cal_windows = protocol.calibration_windows();
+  const auto cal_tokens = label_tokens.subspan(static_cast<std::size_t>(label_windows * ctx));
+  auto prefix = std::make_shared<PrefixStreams<T, Backend>>();
+  return [&model, &engine, obs, cal_tokens, cal_windows, ctx, prefix](
+             const std::vector<MlpVariant<T, Backend>>& variants, bool with_base) {
+    std::function<void(Index, Index)> progress;
+    if (with_base)
+      progress = counter_of(obs);
+    if (engine.active())
+      return engine.measure(cal_tokens, cal_windows, ctx, variants, with_base, progress);
+    const double cache_bytes = static_cast<double>(std::size_t{1} << 30);
+    if (!with_base && prefix->kept.empty() &&
+        PrefixStreams<T, Backend>::bytes_needed(model, cal_windows, ctx) <= cache_bytes)
+      *prefix = PrefixStreams<T, Backend>::keep(model, cal_tokens, cal_windows, ctx);
+    return measure_variants(model, cal_tokens, cal_windows, ctx, variants, with_base, NoTaps{},
+                            progress, prefix->kept.empty() ? nullptr : prefix.get());
+  };
+}
 
 // The joint calibration of run_label_stage (PAPERS §A7, docs/budget.md): with the allocation
 // search, the per-layer cost curves on the calibration split and a knapsack allocation per budget
@@ -163,26 +199,12 @@ void run_joint_calibration(const Transformer<T, Backend>& model,
   const Index ctx = protocol.context;
   const auto steps = static_cast<Index>(std::llround(1.0 / protocol.calibration_step));
   const auto gates = out.plain_gates();
-  const auto thresholds = fraction_thresholds(gates, label_x, steps);
+  out.thresholds = fraction_thresholds(gates, label_x, steps);
+  const auto& thresholds = out.thresholds;
   out.calibration_windows = protocol.calibration_windows();
-  const Index cal_windows = out.calibration_windows;
-  const auto cal_tokens = label_tokens.subspan(static_cast<std::size_t>(out.windows * ctx));
   const std::size_t cache_bytes = std::size_t{1} << 30;
-  PrefixStreams<T, Backend> cal_prefix;
-  const WindowSetMeasure<T, Backend> measure_cal = [&](const Variants& variants, bool with_base) {
-    std::function<void(Index, Index)> progress;
-    if (with_base)
-      progress = counter_of(obs);
-    if (engine.active())
-      return engine.measure(cal_tokens, cal_windows, ctx, variants, with_base, progress);
-    if (!with_base && cal_prefix.kept.empty() &&
-        PrefixStreams<T, Backend>::bytes_needed(model, cal_windows, ctx) <=
-            static_cast<double>(cache_bytes)) {
-      cal_prefix = PrefixStreams<T, Backend>::keep(model, cal_tokens, cal_windows, ctx);
-    }
-    return measure_variants(model, cal_tokens, cal_windows, ctx, variants, with_base, NoTaps{},
-                            progress, cal_prefix.kept.empty() ? nullptr : &cal_prefix);
-  };
+  const WindowSetMeasure<T, Backend> measure_cal =
+      calibration_measure(model, label_tokens, out.windows, protocol, obs, engine);
   const auto state_of = [&](const std::vector<Index>& k) {
     JointState s;
     s.fractions.assign(static_cast<std::size_t>(layers), 0.0);
@@ -235,15 +257,18 @@ void run_joint_calibration(const Transformer<T, Backend>& model,
   out.calibration.path.push_back(state_of(std::vector<Index>(static_cast<std::size_t>(layers), 0)));
   out.cost_curves = measure_cost_curves(model, fit.surrogates, gates, thresholds, measure_cal);
   const auto& cfg = model.config();
-  const auto saving = [&](std::size_t, double f) {
+  const auto mlp_saving = [&](double f) {
     return flops::mlp_saving_per_token(static_cast<double>(cfg.d_model),
                                        static_cast<double>(cfg.d_hidden), f);
+  };
+  const auto saving = [&](std::size_t l, Index, const JointMeasurement& m) {
+    return mlp_saving(m.layer_linear_fraction[l]);
   };
   std::vector<std::vector<double>> value(static_cast<std::size_t>(layers));
   for (std::size_t l = 0; l < value.size(); ++l) {
     value[l].push_back(0.0);
     for (std::size_t k = 1; k < out.cost_curves.linear_fraction[l].size(); ++k)
-      value[l].push_back(saving(l, out.cost_curves.linear_fraction[l][k]));
+      value[l].push_back(mlp_saving(out.cost_curves.linear_fraction[l][k]));
   }
   AllocationOptions options;
   options.max_tries = protocol.allocation_tries;
@@ -544,6 +569,157 @@ NoFlyStage run_no_fly(const Transformer<T, Backend>& model, const SurrogateFit<T
   return out;
 }
 
+// ---- one budget across MLP and attention ------------------------------------------------------
+
+/// One budget's state across MLP gates and attention conversions, measured.
+struct AcrossResult {
+  double budget_pct = 0;
+  std::vector<double> gate_fractions;      // [layers] chosen fraction of label rows (0: no gate)
+  std::vector<std::string> attention;      // [layers] chosen conversion, "" when unchanged
+  std::vector<Index> attention_parameter;  // [layers] its parameter (skew_rank: r)
+  Interval calibration_delta_pct;          // the chosen try's joint measurement
+  double eval_ppl = 0;
+  Interval eval_delta_pct;                         // on every eval window
+  std::vector<double> eval_layer_linear_fraction;  // [layers] MLP rows routed linear
+  double eval_linear_fraction = 0;                 // all layers
+  double mlp_flops_saved_pct = 0;                  // of the dense MLPs, at the eval fractions
+  double attention_flops_saved_pct = 0;            // of the model's own attention
+  double forward_flops_saved_pct = 0;   // of the whole forward (own attention, dense MLPs, head)
+  double attention_share = 0;           // attention's part of the FLOPs saved (0 when none)
+  ForwardTiming prefill;                // eval windows, unmodified vs this state
+  std::optional<ForwardTiming> decode;  // batch-1 decoding; none when a chosen layer is linear
+                                        // attention (no KV cache)
+};
+
+/// The search across MLP and attention for every budget (docs/budget.md).
+template <class T, class Backend = backend::cpu>
+struct AcrossStage {
+  std::vector<LayerAttentionOptions<T, Backend>> options;  // [layers] every conversion, costed
+  AcrossGroups groups;                                     // offered options and cost curves
+  std::vector<BudgetAllocation> allocations;               // [budgets]
+  std::vector<AcrossResult> results;                       // [budgets]
+};
+
+/// Spends each budget across the layers' gates and attention conversions (attention_options at
+/// the protocol's context): the gates' cost curves of the label stage's allocation search
+/// (label.cost_curves) and each offered conversion's cost alone, both on the calibration split,
+/// one knapsack over both (allocate_across) corrected by joint measurement on the calibration
+/// split; then each chosen state on every eval window (Δ% with interval, linear fractions,
+/// FLOPs saved) and timed against the unmodified model (prefill over timing_windows eval
+/// windows, batch-1 decode of decode_steps tokens). Runs on the host. Throws ArgumentError when
+/// the label stage ran the greedy search (no cost curves).
+template <class T, class Backend>
+AcrossStage<T, Backend> run_across_stage(const Transformer<T, Backend>& model,
+                                         const SurrogateFit<T, Backend>& fit,
+                                         const LabelStage<T, Backend>& label,
+                                         std::span<const std::int32_t> label_tokens,
+                                         std::span<const std::int32_t> eval_tokens,
+                                         const BudgetProtocol& protocol,
+                                         const BudgetObserver& obs = {}) {
+  if (label.cost_curves.delta_pct.empty()) {
+    throw ArgumentError(detail::expected_found("run_across_stage: the label stage's search",
+                                               "allocation (per-layer cost curves)", "greedy"));
+  }
+  const Index layers = model.layer_count();
+  const Index ctx = protocol.context;
+  const auto& cfg = model.config();
+  const auto steps = static_cast<Index>(std::llround(1.0 / protocol.calibration_step));
+  AcrossStage<T, Backend> out;
+  out.options = attention_options(model, ctx);
+  const VariantEngine<T, Backend> host;
+  const WindowSetMeasure<T, Backend> measure_cal =
+      detail::calibration_measure(model, label_tokens, label.windows, protocol, obs, host);
+  const std::function<double(double)> mlp_saving = [&](double f) {
+    return flops::mlp_saving_per_token(static_cast<double>(cfg.d_model),
+                                       static_cast<double>(cfg.d_hidden), f);
+  };
+  out.groups = across_groups(label.cost_curves, mlp_saving, out.options, measure_cal);
+  const auto gates = label.plain_gates();
+  const auto variant_of = [&](const std::vector<Index>& k) {
+    return across_variant(model, fit.surrogates, gates, label.thresholds, steps, out.options,
+                          out.groups, k);
+  };
+  AllocationOptions settings;
+  settings.max_tries = protocol.allocation_tries;
+  settings.resamples = protocol.bootstrap_resamples;
+  settings.seed = protocol.seed;
+  const auto measure_state = [&](const std::vector<Index>& k) {
+    const VariantLosses r = measure_cal({variant_of(k)}, false);
+    return joint_measurement(r, 0, out.groups.curves.base_sums, settings.resamples, settings.seed);
+  };
+  const std::vector<Index> none(static_cast<std::size_t>(2 * layers), 0);
+  std::vector<std::vector<Index>> chosen;
+  std::vector<MlpVariant<T, Backend>> variants;
+  for (double b : protocol.budgets_pct) {
+    out.allocations.push_back(
+        allocate_across(out.groups, out.options, mlp_saving, b, measure_state, settings));
+    const auto& a = out.allocations.back();
+    chosen.push_back(a.chosen < 0 ? none : a.tries[static_cast<std::size_t>(a.chosen)].steps);
+    variants.push_back(variant_of(chosen.back()));
+  }
+  // Every chosen state on every eval window, then timed.
+  const Index windows = static_cast<Index>(eval_tokens.size()) / ctx;
+  const VariantLosses r = measure_variants(model, eval_tokens, windows, ctx, variants, true);
+  std::vector<double> base_sums(static_cast<std::size_t>(windows));
+  for (Index w = 0; w < windows; ++w)
+    base_sums[static_cast<std::size_t>(w)] = r.window_sum(r.base, w);
+  double own_attention = 0;
+  for (const auto& o : out.options)
+    own_attention += o.flops_per_token;
+  const double dense_mlps =
+      static_cast<double>(layers) * flops::dense_mlp_per_token(static_cast<double>(cfg.d_model),
+                                                               static_cast<double>(cfg.d_hidden));
+  const double forward =
+      own_attention + dense_mlps +
+      2.0 * static_cast<double>(cfg.d_model) * static_cast<double>(cfg.vocab_size);
+  for (std::size_t b = 0; b < chosen.size(); ++b) {
+    const auto& k = chosen[b];
+    const auto& a = out.allocations[b];
+    AcrossResult res;
+    res.budget_pct = protocol.budgets_pct[b];
+    if (a.chosen >= 0)
+      res.calibration_delta_pct = a.tries[static_cast<std::size_t>(a.chosen)].calibration.delta_pct;
+    std::vector<double> sums(static_cast<std::size_t>(windows));
+    for (Index w = 0; w < windows; ++w)
+      sums[static_cast<std::size_t>(w)] = r.window_sum(r.variant[b], w);
+    res.eval_ppl = detail::ppl_of(r.variant[b]);
+    res.eval_delta_pct = bootstrap_delta_pct(base_sums, sums, ctx - 1, protocol.bootstrap_resamples,
+                                             protocol.seed + b);
+    double mlp_saved = 0, attention_saved = 0;
+    bool linear_attention = false;
+    for (std::size_t l = 0; l < static_cast<std::size_t>(layers); ++l) {
+      const double f =
+          static_cast<double>(r.counts[b][l].linear) / static_cast<double>(windows * ctx);
+      res.gate_fractions.push_back(static_cast<double>(k[l]) / static_cast<double>(steps));
+      res.eval_layer_linear_fraction.push_back(f);
+      res.eval_linear_fraction += f / static_cast<double>(layers);
+      if (k[l] > 0)
+        mlp_saved += mlp_saving(f);
+      const auto* o = chosen_attention(out.options, out.groups, k, l);
+      res.attention.push_back(o ? o->conversion : "");
+      res.attention_parameter.push_back(o ? o->parameter : 0);
+      if (o) {
+        attention_saved += o->saving_per_token;
+        linear_attention = linear_attention || o->conversion == "linear";
+      }
+    }
+    res.mlp_flops_saved_pct = 100.0 * mlp_saved / dense_mlps;
+    res.attention_flops_saved_pct = 100.0 * attention_saved / own_attention;
+    res.forward_flops_saved_pct = 100.0 * (mlp_saved + attention_saved) / forward;
+    if (mlp_saved + attention_saved > 0)
+      res.attention_share = attention_saved / (mlp_saved + attention_saved);
+    const Index timed = std::min(protocol.timing_windows, windows);
+    res.prefill =
+        time_forward(model, eval_tokens, timed, ctx, variants[b], protocol.timing_repetitions);
+    if (!linear_attention) {
+      res.decode = time_decode(model, eval_tokens, std::min(protocol.decode_steps, ctx),
+                               variants[b], protocol.timing_repetitions);
+    }
+    out.results.push_back(std::move(res));
+  }
+  return out;
+}
+
 // ---- the whole pipeline -----------------------------------------------------------------------
 
 /// Everything `nlb budget` reports. Fields under `timing`, `forward_timing` and `decode_timing`
@@ -559,6 +735,7 @@ struct BudgetReport {
   NoFlyStage no_fly;
   std::vector<ForwardTiming> forward_timing;           // [budgets] prefill: eval windows
   std::vector<ForwardTiming> decode_timing;            // [budgets] batch-1 decoding
+  std::optional<AcrossStage<T, Backend>> across;       // protocol.across_attention only
   std::vector<std::pair<std::string, double>> timing;  // (stage, seconds)
 };
 
@@ -628,6 +805,11 @@ BudgetReport<T, Backend> run_budget(
       }
     }
   });
+  if (protocol.across_attention) {
+    rep.across = detail::budget_stage(obs, times, "across: MLP gates and attention", [&] {
+      return run_across_stage(model, rep.fit, rep.label, label_tokens, eval_tokens, protocol, obs);
+    });
+  }
   return rep;
 }
 

@@ -208,13 +208,15 @@ struct AllocationOptions {
 /// chosen gates jointly (`measure_state(steps)` → JointMeasurement), and correct the capacity:
 /// grow it while the joint upper 95% bound stays within the budget, shrink it when it does not,
 /// then bisect between the largest capacity that met and the smallest that failed. The chosen
-/// try is the one that met the budget with the most FLOPs saved (value of the joint per-layer
-/// linear fractions, `saving(l, f)`); none met → chosen = −1 (no gates, Δ% 0).
+/// try is the one that met the budget with the most FLOPs saved (Σ over the groups l with an
+/// option k_l > 0 of `saving(l, k_l, joint)`, e.g. a gate's saving at its joint linear
+/// fraction); none met → chosen = −1 (no gates, Δ% 0). A group is a layer's MLP gate or, in the
+/// search across MLP and attention, a layer's attention conversion (budget_across.hpp).
 /// Deterministic: the same inputs give the same tries.
 inline BudgetAllocation allocate_budget(
     const LayerCostCurves& curves, const std::vector<std::vector<double>>& value, double budget_pct,
     const std::function<JointMeasurement(const std::vector<Index>&)>& measure_state,
-    const std::function<double(std::size_t, double)>& saving,
+    const std::function<double(std::size_t, Index, const JointMeasurement&)>& saving,
     const AllocationOptions& options = {}) {
   BudgetAllocation out;
   out.budget_pct = budget_pct;
@@ -245,7 +247,7 @@ inline BudgetAllocation allocate_budget(
       double s = 0;
       for (std::size_t l = 0; l < layers; ++l)
         if (a.steps[l] > 0)
-          s += saving(l, a.calibration.layer_linear_fraction[l]);
+          s += saving(l, a.steps[l], a.calibration);
       if (s > best_saving) {
         best_saving = s;
         out.chosen = static_cast<Index>(out.tries.size());

@@ -55,6 +55,9 @@ struct BudgetProtocol {
   CalibrationSearch calibration_search = CalibrationSearch::allocation;
   /// Linear-fraction grid of the calibration: thresholds for fractions k · step of the label rows.
   double calibration_step = 0.05;
+  /// Also spend each budget across MLP gates and attention conversions (run_across_stage,
+  /// `nlb budget --attention`); needs the allocation search.
+  bool across_attention = false;
   Index allocation_tries = 10;   ///< knapsack solves per budget (each ≤ 1 joint calibration pass)
   double no_fly_delta = 0.05;    ///< a token is "no-fly" if its mean δ exceeds this (PAPERS §A4)
   Index no_fly_min_count = 10;   ///< ... over at least this many occurrences (PAPERS §A4)
@@ -100,6 +103,8 @@ struct BudgetProtocol {
            std::to_string(timing_windows) + " and " + std::to_string(timing_repetitions));
     if (decode_steps < 1)
       fail("decode_steps", "at least 1", decode_steps);
+    if (across_attention && calibration_search != CalibrationSearch::allocation)
+      fail("across_attention", "the allocation search", "the greedy search");
   }
 
   /// Windows run for the fit set: ceil(fit_tokens / context).

@@ -22,10 +22,12 @@ namespace nlb {
 
 /// One configuration of the model for an analysis run: the layers whose MLP is replaced, and
 /// by what — a surrogate on every row, or a gate routing each row between the surrogate and the
-/// layer's own full MLP. An empty list is the unmodified model. Surrogates are referred to by
-/// pointer (caller-owned, e.g. a SurrogateFit, which must outlive the variant); gates are held
-/// by value (d + 1 folded parameters and the variant's threshold). A variant holds no model
-/// weights and the model is never changed: it runs through overrides() (MlpOverride per layer).
+/// layer's own full MLP — and the layers whose attention runs another attention (a converted
+/// layer, analysis/attention_conversions.hpp). Empty lists are the unmodified model. Surrogates
+/// and attention are referred to by pointer (caller-owned, e.g. a SurrogateFit, which must
+/// outlive the variant); gates are held by value (d + 1 folded parameters and the variant's
+/// threshold). A variant holds no model weights and the model is never changed: it runs through
+/// overrides() (LayerOverride per layer).
 template <class T, class Backend = backend::cpu>
 struct MlpVariant {
   using Surrogate = RidgeSurrogate<T, Dynamic, Dynamic, Backend>;
@@ -36,6 +38,11 @@ struct MlpVariant {
     std::optional<Gate> gate;  // none: every row linear
   };
   std::vector<Replacement> replace;  // layers distinct
+  struct AttentionReplacement {
+    Index layer = 0;
+    const AttentionSlot<T, Backend>* attention = nullptr;
+  };
+  std::vector<AttentionReplacement> attention;  // layers distinct
 
   /// Layer `layer` runs `surrogate` on every row.
   void add_linear(Index layer, const Surrogate& surrogate) {
@@ -47,29 +54,44 @@ struct MlpVariant {
     replace.push_back(Replacement{layer, &surrogate, std::move(gate)});
   }
 
+  /// Layer `layer` runs `attn` (caller-owned) instead of its own attention.
+  void add_attention(Index layer, const AttentionSlot<T, Backend>& attn) {
+    attention.push_back(AttentionReplacement{layer, &attn});
+  }
+
   /// The first replaced layer (layer_count when none): the prefix before it is unchanged.
   Index first_layer(Index layer_count) const {
     Index first = layer_count;
     for (const auto& r : replace)
       first = std::min(first, r.layer);
+    for (const auto& a : attention)
+      first = std::min(first, a.layer);
     return first;
   }
 
-  /// One LayerOverride per layer [layer_count] for BasicTransformer::run_layers (MLPs only),
-  /// pointing into this variant (keep it alive and unchanged while they are used).
-  /// ArgumentError for a layer out of range or replaced twice.
+  /// One LayerOverride per layer [layer_count] for BasicTransformer::run_layers, pointing into
+  /// this variant (keep it alive and unchanged while they are used). ArgumentError for a layer
+  /// out of range, or an MLP or an attention replaced twice.
   std::vector<LayerOverride<T, Backend>> overrides(Index layer_count) const {
     std::vector<LayerOverride<T, Backend>> out(static_cast<std::size_t>(layer_count));
+    const auto refuse = [&](const char* what, Index layer) {
+      return ArgumentError(detail::expected_found(
+          std::string("MlpVariant: replaced ") + what,
+          "distinct layers in [0, " + std::to_string(layer_count) + ")", layer));
+    };
     for (const auto& r : replace) {
       if (r.layer < 0 || r.layer >= layer_count ||
-          out[static_cast<std::size_t>(r.layer)].mlp.active()) {
-        throw ArgumentError(detail::expected_found(
-            "MlpVariant: replaced layer",
-            "distinct layers in [0, " + std::to_string(layer_count) + ")", r.layer));
-      }
+          out[static_cast<std::size_t>(r.layer)].mlp.active())
+        throw refuse("layer", r.layer);
       out[static_cast<std::size_t>(r.layer)].mlp =
           r.gate ? MlpOverride<T, Backend>::gated(*r.surrogate, *r.gate)
                  : MlpOverride<T, Backend>::linear(*r.surrogate);
+    }
+    for (const auto& a : attention) {
+      if (a.layer < 0 || a.layer >= layer_count ||
+          out[static_cast<std::size_t>(a.layer)].attention != nullptr || a.attention == nullptr)
+        throw refuse("attention layer", a.layer);
+      out[static_cast<std::size_t>(a.layer)].attention = a.attention;
     }
     return out;
   }

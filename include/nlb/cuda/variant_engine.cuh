@@ -167,6 +167,11 @@ class DeviceVariants {
       std::map<const void*, const RidgeSurrogate<T, Dynamic, Dynamic, backend::cuda>*> uploaded;
       for (const auto& v : variants) {
         (void)v.overrides(layers);  // refuses a layer out of range or replaced twice
+        if (!v.attention.empty()) {
+          throw ArgumentError(nlb::detail::expected_found(
+              "cuda::DeviceVariants: variant", "MLP replacements only",
+              "a replaced attention layer (attention conversions run on the host)"));
+        }
         auto& list = overrides.emplace_back(static_cast<std::size_t>(layers));
         for (const auto& r : v.replace) {
           auto [at, fresh] = uploaded.try_emplace(r.surrogate, nullptr);
