@@ -6,6 +6,8 @@
 #include "nlb/analysis/attention_spectrum.hpp"
 #include "nlb/analysis/bootstrap.hpp"
 #include "nlb/analysis/budget.hpp"
+#include "nlb/analysis/budget_across.hpp"
+#include "nlb/analysis/budget_allocation.hpp"
 #include "nlb/analysis/budget_protocol.hpp"
 #include "nlb/analysis/flops.hpp"
 #include "nlb/analysis/gate_training.hpp"

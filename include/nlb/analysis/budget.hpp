@@ -313,13 +313,9 @@ void run_joint_calibration(const Transformer<T, Backend>& model,
       double sum = 0;
       for (std::size_t p = 0; p < n; ++p)
         sum += r.variant[i][p];
-      Index linear = 0;
-      for (const auto& c : r.counts[i])
-        linear += c.linear;
       auto& s = out.joint[chosen_budget[i]];
-      s.label_delta_pct = 100.0 * std::expm1((sum - base_sum) / static_cast<double>(n));
-      s.label_linear_fraction =
-          static_cast<double>(linear) / static_cast<double>(layers * out.windows * ctx);
+      s.label_delta_pct = delta_pct_of_sums(sum, base_sum, static_cast<double>(n));
+      s.label_linear_fraction = linear_share(r.counts[i], static_cast<double>(out.windows * ctx));
     }
   }
 }

@@ -309,12 +309,7 @@ AcrossGroups across_groups(const LayerCostCurves& mlp_curves,
     std::vector<double> delta{0.0}, value{0.0};
     for (std::size_t o : g.offered[l]) {
       check_dim("across_groups: windows", mlp_curves.windows, r.windows);
-      double total = 0;
-      for (Index w = 0; w < r.windows; ++w)
-        total += r.window_sum(r.variant[v], w);
-      ++v;
-      const double positions = static_cast<double>(r.windows * (r.context - 1));
-      delta.push_back(100.0 * std::expm1((total - base_total) / positions));
+      delta.push_back(variant_delta_pct(r, v++, base_total));
       value.push_back(options[l].options[o].saving_per_token);
     }
     g.curves.linear_fraction.emplace_back(delta.size(), 0.0);

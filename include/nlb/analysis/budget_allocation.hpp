@@ -50,14 +50,19 @@ inline JointMeasurement joint_measurement(const VariantLosses& r, std::size_t v,
   JointMeasurement out;
   out.delta_pct = bootstrap_delta_pct(base_sums, sums, r.context - 1, resamples, seed);
   const double rows = static_cast<double>(r.windows * r.context);
-  Index linear = 0;
-  for (const auto& c : r.counts[v]) {
+  for (const auto& c : r.counts[v])
     out.layer_linear_fraction.push_back(static_cast<double>(c.linear) / rows);
-    linear += c.linear;
-  }
-  out.linear_fraction =
-      static_cast<double>(linear) / (rows * static_cast<double>(r.counts[v].size()));
+  out.linear_fraction = linear_share(r.counts[v], rows);
   return out;
+}
+
+/// Δ% of variant `v` of `r` against an unmodified loss total `base_total` over the same
+/// positions: 100 (exp(mean loss difference) − 1), every window of `r`.
+inline double variant_delta_pct(const VariantLosses& r, std::size_t v, double base_total) {
+  double total = 0;
+  for (Index w = 0; w < r.windows; ++w)
+    total += r.window_sum(r.variant[v], w);
+  return delta_pct_of_sums(total, base_total, static_cast<double>(r.windows * (r.context - 1)));
 }
 
 /// Each layer's cost curve on the calibration windows: layer l alone gated at thresholds[l][k]
@@ -100,17 +105,13 @@ LayerCostCurves measure_cost_curves(
   double base_total = 0;
   for (double s : out.base_sums)
     base_total += s;
-  const double positions = static_cast<double>(r.windows * (r.context - 1));
   const double rows = static_cast<double>(r.windows * r.context);
   out.delta_pct.assign(layers, std::vector<double>(steps + 1, 0.0));
   out.linear_fraction.assign(layers, std::vector<double>(steps + 1, 0.0));
   for (std::size_t l = 0; l < layers; ++l) {
     for (std::size_t k = 1; k <= steps; ++k) {
       const std::size_t v = l * steps + (k - 1);
-      double total = 0;
-      for (Index w = 0; w < r.windows; ++w)
-        total += r.window_sum(r.variant[v], w);
-      out.delta_pct[l][k] = 100.0 * std::expm1((total - base_total) / positions);
+      out.delta_pct[l][k] = variant_delta_pct(r, v, base_total);
       out.linear_fraction[l][k] = static_cast<double>(r.counts[v][l].linear) / rows;
     }
   }

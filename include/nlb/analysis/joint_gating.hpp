@@ -18,6 +18,20 @@
 
 namespace nlb {
 
+/// Δ% of a loss sum `sum` against the unmodified model's `base_sum` over the same `positions`:
+/// 100 (exp((sum − base_sum) / positions) − 1), the perplexity ratio's excess.
+inline double delta_pct_of_sums(double sum, double base_sum, double positions) {
+  return 100.0 * std::expm1((sum - base_sum) / positions);
+}
+
+/// Share of the rows routed linear over every layer of `counts`, with `rows` rows per layer.
+inline double linear_share(const std::vector<RouteCounts>& counts, double rows) {
+  double linear = 0;
+  for (const auto& c : counts)
+    linear += static_cast<double>(c.linear);
+  return linear / (rows * static_cast<double>(counts.size()));
+}
+
 /// One state of the joint calibration: per-layer linear fractions on the label set (a layer at 0
 /// keeps its full MLP, no gate), the per-layer thresholds that give them, and the measured joint
 /// label cost (and, for a chosen state, its cost on the calibration split).
@@ -146,7 +160,6 @@ JointCalibration calibrate_joint(
     const auto overrides = v.overrides(static_cast<Index>(layers));
     const Index first = v.first_layer(static_cast<Index>(layers));
     double sum = 0;
-    Index linear = 0;
     std::size_t counted = 0;
     std::vector<RouteCounts> counts(layers);
     if (measure_elsewhere) {  // every label window from its embedding, by another engine
@@ -172,11 +185,8 @@ JointCalibration calibrate_joint(
       for (std::size_t i = 0; i < loss.size() && counted < n; ++i, ++counted)
         sum += loss[i];
     }
-    for (const auto& c : counts)
-      linear += c.linear;
-    s.label_delta_pct = 100.0 * std::expm1((sum - base_sum) / static_cast<double>(n));
-    s.label_linear_fraction = static_cast<double>(linear) /
-                              static_cast<double>(static_cast<Index>(layers) * windows * context);
+    s.label_delta_pct = delta_pct_of_sums(sum, base_sum, static_cast<double>(n));
+    s.label_linear_fraction = linear_share(counts, static_cast<double>(windows * context));
     ++out.evaluations;
   };
   std::vector<Index> k(layers, 0);
