@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -55,6 +56,35 @@ std::string conversion_name(const std::string& conversion, Index parameter) {
   return conversion == "skew_rank" ? conversion + " " + std::to_string(parameter) : conversion;
 }
 
+// One budget's allocation search: every try (its first `layers` steps are gate fractions, in
+// steps of `step`; `attention(try)`, when given, names each layer's attention conversion) and the
+// chosen one.
+json allocation_json(
+    const BudgetAllocation& a, double step, std::size_t layers,
+    const std::function<std::vector<std::string>(const AllocationTry&)>& attention = {}) {
+  json tries = json::array();
+  for (const auto& t : a.tries) {
+    std::vector<double> fractions;
+    for (std::size_t l = 0; l < layers; ++l)
+      fractions.push_back(static_cast<double>(t.steps[l]) * step);
+    json entry = {{"capacity_pct", num(t.capacity_pct)},
+                  {"predicted_pct", num(t.predicted_pct)},
+                  {"label_layer_fraction", fractions},
+                  {"calibration_delta_pct", num(t.calibration.delta_pct.value)},
+                  {"calibration_delta_pct_ci", interval(t.calibration.delta_pct)},
+                  {"calibration_linear_fraction", num(t.calibration.linear_fraction)},
+                  {"meets", t.meets},
+                  {"measured", t.measured}};
+    if (attention)
+      entry["attention"] = attention(t);
+    tries.push_back(std::move(entry));
+  }
+  return {{"budget_pct", a.budget_pct},
+          {"chosen", a.chosen},
+          {"evaluations", a.evaluations},
+          {"tries", tries}};
+}
+
 json timing_json(const ForwardTiming& t) {
   return {{"time_dense_ms", num(t.dense_ms)},
           {"time_ms", num(t.gated_ms)},
@@ -91,29 +121,14 @@ json across_json(const AcrossStage<float>& a, const BudgetProtocol& p) {
   }
   json allocations = json::array();
   for (const auto& al : a.allocations) {
-    json tries = json::array();
-    for (const auto& t : al.tries) {
-      std::vector<double> fractions;
+    allocations.push_back(allocation_json(al, p.calibration_step, layers, [&](const auto& t) {
       std::vector<std::string> attention;
       for (std::size_t l = 0; l < layers; ++l) {
-        fractions.push_back(static_cast<double>(t.steps[l]) * p.calibration_step);
         const auto* o = chosen_attention(a.options, a.groups, t.steps, l);
         attention.push_back(o ? conversion_name(o->conversion, o->parameter) : "");
       }
-      tries.push_back({{"capacity_pct", num(t.capacity_pct)},
-                       {"predicted_pct", num(t.predicted_pct)},
-                       {"label_layer_fraction", fractions},
-                       {"attention", attention},
-                       {"calibration_delta_pct", num(t.calibration.delta_pct.value)},
-                       {"calibration_delta_pct_ci", interval(t.calibration.delta_pct)},
-                       {"calibration_linear_fraction", num(t.calibration.linear_fraction)},
-                       {"meets", t.meets},
-                       {"measured", t.measured}});
-    }
-    allocations.push_back({{"budget_pct", al.budget_pct},
-                           {"chosen", al.chosen},
-                           {"evaluations", al.evaluations},
-                           {"tries", tries}});
+      return attention;
+    }));
   }
   json results = json::array();
   for (const auto& res : a.results) {
@@ -337,26 +352,8 @@ std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources
   }
   out["cost_curves"] = curves;
   json allocations = json::array();
-  for (const auto& a : r.label.allocations) {
-    json tries = json::array();
-    for (const auto& t : a.tries) {
-      std::vector<double> fractions;
-      for (Index k : t.steps)
-        fractions.push_back(static_cast<double>(k) * p.calibration_step);
-      tries.push_back({{"capacity_pct", num(t.capacity_pct)},
-                       {"predicted_pct", num(t.predicted_pct)},
-                       {"label_layer_fraction", fractions},
-                       {"calibration_delta_pct", num(t.calibration.delta_pct.value)},
-                       {"calibration_delta_pct_ci", interval(t.calibration.delta_pct)},
-                       {"calibration_linear_fraction", num(t.calibration.linear_fraction)},
-                       {"meets", t.meets},
-                       {"measured", t.measured}});
-    }
-    allocations.push_back({{"budget_pct", a.budget_pct},
-                           {"chosen", a.chosen},
-                           {"evaluations", a.evaluations},
-                           {"tries", tries}});
-  }
+  for (const auto& a : r.label.allocations)
+    allocations.push_back(allocation_json(a, p.calibration_step, cc.delta_pct.size()));
   out["allocation"] = allocations;
   if (r.across)
     out["across"] = across_json(*r.across, p);
