@@ -65,6 +65,15 @@ BOOST_AUTO_TEST_CASE(diagonal_is_softplus_of_theta) {
   const nlb::ScalarFilter<double> s(0.5);
   BOOST_TEST(std::fabs(s.value() - softplus_reference(0.5L)) <= tol::kernel_double_rel);
   BOOST_TEST(std::fabs(nlb::ScalarFilter<double>().value() - std::log(2.0)) <= 1e-16);
+  // from_value keeps the value; its θ, through the softplus kernel, gives it back.
+  for (double v : {1e-3, 0.7, 25.0}) {
+    const auto from = nlb::ScalarFilter<double>::from_value(v);
+    BOOST_TEST(from.value() == v);
+    BOOST_TEST(std::fabs(nlb::ScalarFilter<double>(from.theta()).value() - v) <=
+               tol::kernel_double_rel * v);
+  }
+  BOOST_CHECK_THROW(nlb::ScalarFilter<double>::from_value(0.0), nlb::ArgumentError);
+  BOOST_CHECK_THROW(nlb::ScalarFilter<float>::from_value(std::nanf("")), nlb::ArgumentError);
 }
 
 BOOST_AUTO_TEST_CASE(subtracted_scores_equal_the_dense_form) {

@@ -120,7 +120,7 @@ SD sd_with_rank(const SD& attn, Index rank) {
 /// - "skew_rank" r (r in skew_truncation_ranks below the layer's largest head rank): an S–D
 ///   layer rebuilt with routing rank r (its features and scores shrink); a standard position-free
 ///   layer as the FactoredAttention form of its truncated heads (analysis/attention_conversions);
-/// - "symmetric_scalar": an S–D layer with one scalar filter per head (the mean of its diagonal;
+/// - "symmetric_scalar": an S–D layer with one scalar filter per head (the mean of its diagonal,
 ///   a ScalarFilter with θ = softplus⁻¹ of it); a standard position-free layer in factored form;
 /// - "symmetric_diagonal": a standard position-free layer in factored form.
 /// Each with its FLOPs per token at `context` (attention_flops_per_token) and the saving against
@@ -191,9 +191,8 @@ std::vector<LayerAttentionOptions<T, Backend>> attention_options(
                 std::vector<ScalarFilter<T, Backend>> filters;
                 for (Index h = 0; h < sd.heads(); ++h) {
                   routing.push_back(sd.routing(h));
-                  // θ with softplus(θ) = the mean filter value δ̄ > 0: θ = δ̄ + log(1 − e^−δ̄).
-                  const double mean = static_cast<double>(sd.filter(h).diagonal().mean());
-                  filters.emplace_back(static_cast<T>(mean + std::log(-std::expm1(-mean))));
+                  filters.push_back(
+                      ScalarFilter<T, Backend>::from_value(sd.filter(h).diagonal().mean()));
                 }
                 add("symmetric_scalar", 0,
                     Slot(typename Slot::SDScalar(std::move(routing), std::move(filters), sd.w_v(),

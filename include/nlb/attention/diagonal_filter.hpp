@@ -8,6 +8,7 @@
 // GEMM (SDAttention), or subtracted from given scores (subtract_scores).
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <string_view>
 
@@ -141,6 +142,18 @@ class ScalarFilter {
     ops::transform(Backend{}, &value_, 1, kernels::SoftplusOp{});
   }
 
+  /// The filter whose value is `value` (finite, > 0), kept as given, with θ = softplus⁻¹(value)
+  /// = value + log(1 − e^(−value)) in double (e.g. an S–D head's diagonal replaced by its mean).
+  /// Computed on the host without the SIMD kernels. ArgumentError for another value.
+  static ScalarFilter from_value(T value) {
+    const double v = static_cast<double>(value);
+    if (!(v > 0.0) || !std::isfinite(v)) {
+      throw ArgumentError(
+          detail::expected_found("ScalarFilter::from_value: value", "a finite value > 0", v));
+    }
+    return ScalarFilter(static_cast<T>(v + std::log(-std::expm1(-v))), value);
+  }
+
   T theta() const { return theta_; }
   /// softplus(θ) >= 0.
   T value() const { return value_; }
@@ -184,6 +197,8 @@ class ScalarFilter {
   }
 
  private:
+  ScalarFilter(T theta, T value) : theta_(theta), value_(value) {}
+
   T theta_ = T(0);
   T value_ = T(0);
 };
