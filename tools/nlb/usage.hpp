@@ -196,9 +196,6 @@ inline const std::vector<CommandHelp>& command_help() {
              "  --fit-positions N     fitting positions (default " +
              std::to_string(protocol.fit_tokens) +
              ")\n"
-             "  --attention           also spend each budget across MLP gates and attention\n"
-             "                        conversions together (skew rank, linear attention, scalar\n"
-             "                        filter; docs/budget.md), measured jointly; on the host\n"
              "  --context N           window length (default min(" +
              std::to_string(protocol.context) +
              ", n_positions))\n"
