@@ -111,6 +111,52 @@ BOOST_AUTO_TEST_CASE(half_precision_weight_copies_load_and_match) {
   }
 }
 
+// Weights kept in 16 bits (backend::with_weights), every window run whole (prefill: widened
+// panels) and decoded token by token through the KV cache (the row kernels):
+// - loaded from the F16 / BF16 file, the stored values are kept as they are, so the logits meet
+//   PyTorch's float64 logits of those rounded weights within the float32 bound;
+// - loaded from the F32 file, the weight matrices are rounded at load, so the logits meet the
+//   F32 model's PyTorch logits within the effect of that rounding (half_weights_*_rel).
+template <class Storage>
+void check_half_precision_storage(const std::string& tag, double rounding_bound) {
+  using Backend = nlb::backend::with_weights<Storage>;
+  const auto rounded_ref =
+      nlb::io::SafetensorsFile::open(fixture("tiny-gpt2-" + tag + "-logits.safetensors"));
+  const auto f32_ref = nlb::io::SafetensorsFile::open(fixture("tiny-gpt2-reference.safetensors"));
+  for (const bool from_f32 : {false, true}) {
+    const auto model = nlb::load_model<float, Backend>(from_f32 ? model_dir("tiny-gpt2")
+                                                                : fixture("tiny-gpt2-" + tag));
+    const auto& ref = from_f32 ? f32_ref : rounded_ref;
+    const double bound = from_f32 ? rounding_bound : nlb::test::tol::model_f32_rel;
+    for (const Index w : {0, 1}) {
+      const auto tokens = window_tokens(ref, w);
+      const Eigen::MatrixXd want = window_of(ref, "logits", w);
+      nlb::RowMatrix<float> logits;
+      model.forward(tokens, logits);
+      const double whole = relative_to_max(logits, want);
+      typename std::decay_t<decltype(model)>::Workspace ws;
+      auto cache = model.make_cache();
+      nlb::RowMatrix<float> decoded(static_cast<Index>(tokens.size()), logits.cols()), step;
+      for (std::size_t t = 0; t < tokens.size(); ++t) {
+        model.forward(std::span<const std::int32_t>(&tokens[t], 1), step, ws, nlb::NoTaps{},
+                      &cache);
+        decoded.row(static_cast<Index>(t)) = step.row(0);
+      }
+      const double stepwise = relative_to_max(decoded, want);
+      BOOST_TEST_MESSAGE(tag << " storage from the " << (from_f32 ? "F32" : tag) << " file, window "
+                             << w << ": logits error whole " << whole << ", decoded " << stepwise
+                             << " (bound " << bound << ")");
+      BOOST_TEST(whole <= bound);
+      BOOST_TEST(stepwise <= bound);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(half_precision_storage_matches_pytorch_on_the_rounded_weights) {
+  check_half_precision_storage<nlb::storage::f16>("f16", nlb::test::tol::half_weights_f16_rel);
+  check_half_precision_storage<nlb::storage::bf16>("bf16", nlb::test::tol::half_weights_bf16_rel);
+}
+
 BOOST_AUTO_TEST_CASE(fixed_size_model_equals_dynamic_model) {
   const auto weights = nlb::load_model_weights<float>(model_dir("tiny-gpt2"));
   const auto dynamic = nlb::make_transformer<float>(weights);

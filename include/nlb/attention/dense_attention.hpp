@@ -10,6 +10,7 @@
 #include "nlb/core.hpp"
 #include "nlb/kernels/rotary.hpp"
 #include "nlb/ops/gemm.hpp"
+#include "nlb/ops/half_gemm.hpp"
 #include "nlb/ops/rotary.hpp"
 
 namespace nlb {
@@ -18,13 +19,21 @@ namespace nlb {
 /// w_qkv [d, 3d] holds the Q, K and V projections side by side (columns [0, d), [d, 2d),
 /// [2d, 3d)); within each, head h owns columns [h·d_h, (h+1)·d_h). This is GPT-2's c_attn
 /// layout; GPT-NeoX's per-head interleaved query_key_value is permuted into it at load time.
-template <class T, int D = Dynamic>
+/// The two matrices are kept in storage S (nlb/core/weight_storage.hpp), the biases in T.
+template <class T, int D = Dynamic, class S = storage::f32>
 struct AttentionWeights {
-  RowMatrix<T, D, Dynamic> w_qkv;  // [d, 3d]
-  RowVector<T> b_qkv;              // [3d]
-  RowMatrix<T, D, D> w_out;        // [d, d]
-  RowVector<T, D> b_out;           // [d]
+  weight_matrix<S, T, D, Dynamic> w_qkv;  // [d, 3d]
+  RowVector<T> b_qkv;                     // [3d]
+  weight_matrix<S, T, D, D> w_out;        // [d, d]
+  RowVector<T, D> b_out;                  // [d]
 };
+
+/// `w` with its matrices in storage S (moved through for storage::f32). O(d²).
+template <class S, class T, int D>
+AttentionWeights<T, D, S> to_weight_storage(AttentionWeights<T, D>&& w) {
+  return {to_weight_storage<S>(std::move(w.w_qkv)), std::move(w.b_qkv),
+          to_weight_storage<S>(std::move(w.w_out)), std::move(w.b_out)};
+}
 
 /// Multi-head causal attention:
 ///   [Q K V] = X w_qkv + b_qkv;  Q, K rotated (first rotary_dims per head);
@@ -34,6 +43,7 @@ struct AttentionWeights {
 /// every cached position too. Each head runs in tiles with a streamed softmax
 /// (detail::tiled_causal_attention): no [T, S] score matrix, and only the causal scores are
 /// computed. Cost per call: 8·T·d² (projections) + about 4·T·(past + T/2)·d (scores and values).
+/// The projections' matrices are kept in `Backend::weights` storage (float by default).
 template <class T, int D = Dynamic, class Backend = backend::cpu>
 class DenseAttention {
   static_assert(backend::is_host<Backend>,
@@ -51,6 +61,7 @@ class DenseAttention {
   // only asserts), so the width could not be checked. With these the check below is real.
   using AnyInput = Activations<T>;
   using AnyOutput = Activations<T>;
+  using Weights = typename Backend::weights;  // storage of w_qkv and w_out
 
   /// Scratch memory for forward(); reuse it across calls. After a call with T rows, a call
   /// with T rows allocates nothing, however long the KV cache has grown (the score tile has a
@@ -69,7 +80,7 @@ class DenseAttention {
   /// odd or too large rotary_dims.
   DenseAttention(AttentionWeights<T, D> weights, Index n_heads, Index rotary_dims = 0,
                  double rotary_base = 10000.0)
-      : w_(std::move(weights)),
+      : w_(to_weight_storage<Weights>(std::move(weights))),
         n_heads_(n_heads),
         rotary_dims_(rotary_dims),
         rotary_base_(rotary_base) {
@@ -141,7 +152,7 @@ class DenseAttention {
   Index head_dim() const { return n_heads_ > 0 ? features() / n_heads_ : 0; }
   Index rotary_dims() const { return rotary_dims_; }
   double rotary_base() const { return rotary_base_; }
-  const AttentionWeights<T, D>& weights() const { return w_; }
+  const AttentionWeights<T, D, Weights>& weights() const { return w_; }
 
  private:
   // Rotates the first rotary_dims of every Q and K head of positions [past, past + T).
@@ -160,7 +171,7 @@ class DenseAttention {
     }
   }
 
-  AttentionWeights<T, D> w_;
+  AttentionWeights<T, D, Weights> w_;
   Index n_heads_ = 0;
   Index rotary_dims_ = 0;
   double rotary_base_ = 10000.0;

@@ -9,12 +9,15 @@
 //
 // A CPU backend also names the library that multiplies its matrices (`gemm`, a provider of
 // nlb/core/gemm_provider.hpp): the scalar oracle always uses Eigen's; `simd` takes the build's
-// default unless told otherwise. nlb/ops/gemm.hpp dispatches on it.
+// default unless told otherwise. nlb/ops/gemm.hpp dispatches on it. It also names how the
+// components keep their large weight matrices (`weights`, nlb/core/weight_storage.hpp): float
+// matrices unless a backend is wrapped in with_weights<storage::f16 or bf16>.
 #pragma once
 
 #include <type_traits>
 #include "nlb/core/detail/xsimd_include.hpp"
 #include "nlb/core/gemm_provider.hpp"
+#include "nlb/core/weight_storage.hpp"
 
 namespace nlb::backend {
 
@@ -26,6 +29,7 @@ struct device_memory {};
 struct scalar {
   using memory_space = host_memory;
   using gemm = gemm_provider::eigen;
+  using weights = storage::f32;
 };
 
 /// xsimd batches for the instruction set `Arch` (default: the best the compiler targets), and
@@ -39,10 +43,28 @@ struct simd : scalar {
 /// The default CPU backend.
 using cpu = simd<>;
 
+/// A CPU backend `Base` whose components keep their large weight matrices in `Weights`
+/// (storage::f16 or storage::bf16: half the bytes; products widen them in registers and
+/// accumulate in the scalar type). Kernels see `Base` (derived-to-base deduction), so every row
+/// kernel and GEMM provider of Base serves it unchanged. Models of it run forwards (eval,
+/// decoding); the analyses, which read weights as Eigen matrices, take storage::f32 models.
+template <class Weights, class Base = cpu>
+struct with_weights : Base {
+  static_assert(storage::is_half<Weights>,
+                "backend::with_weights<Weights, Base>: Weights is storage::f16 or storage::bf16 "
+                "(storage::f32 is every backend's default)");
+  static_assert(std::is_base_of_v<scalar, Base> && storage::is_storage<typename Base::weights> &&
+                    std::is_same_v<typename Base::weights, storage::f32>,
+                "backend::with_weights<Weights, Base>: Base is a CPU backend with float weights");
+  using weights = Weights;
+};
+
 template <class B>
 inline constexpr bool is_simd = false;
 template <class Arch, class Gemm>
 inline constexpr bool is_simd<simd<Arch, Gemm>> = true;
+template <class Weights, class Base>
+inline constexpr bool is_simd<with_weights<Weights, Base>> = is_simd<Base>;
 
 /// The CUDA backend (device memory, cuBLAS and thrust; nlb/cuda/). Declared here, beside the
 /// host backends, so that a host component asked for it refuses with its own static_assert.

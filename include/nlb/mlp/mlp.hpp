@@ -9,6 +9,7 @@
 #include "nlb/mlp/route_counts.hpp"
 #include "nlb/ops/elementwise.hpp"
 #include "nlb/ops/gemm.hpp"
+#include "nlb/ops/half_gemm.hpp"
 
 namespace nlb {
 
@@ -17,7 +18,9 @@ namespace nlb {
 /// Shapes: X, Y [T, d]; W_fc [d, h]; b_fc [h]; W_proj [h, d]; b_proj [d]. D and H are
 /// compile-time sizes or Dynamic; fixed sizes are checked against the weights at
 /// construction. Cost: 4·T·d·h FLOPs (16·T·d² for h = 4d, PAPERS.md §A5), two GEMMs
-/// through Eigen plus the activation kernel of `Backend` on the [T, h] hidden block.
+/// through `Backend`'s provider plus its activation kernel on the [T, h] hidden block.
+/// W_fc and W_proj are kept in `Backend::weights` storage (float matrices by default; 16-bit
+/// with backend::with_weights, rounded once at construction); biases stay in T.
 template <class T, int D = Dynamic, int H = Dynamic, class Act = GeluTanh,
           class Backend = backend::cpu>
 class Mlp {
@@ -35,6 +38,9 @@ class Mlp {
   using Input = Activations<T, D>;
   using Output = Activations<T, D>;
   using Hidden = Activations<T, H>;
+  using Weights = typename Backend::weights;  // storage of W_fc and W_proj
+  using FcMatrix = weight_matrix<Weights, T, D, H>;
+  using ProjMatrix = weight_matrix<Weights, T, H, D>;
   // Arguments bind as width-Dynamic references, never as fixed-width ones: a fixed-width
   // Eigen::Ref bound to data of another width is undefined behaviour in release builds (Eigen
   // only asserts), so the width could not be checked. With these the check below is real.
@@ -56,9 +62,9 @@ class Mlp {
   /// not match the compile-time sizes.
   Mlp(RowMatrix<T, D, H> w_fc, RowVector<T, H> b_fc, RowMatrix<T, H, D> w_proj,
       RowVector<T, D> b_proj)
-      : w_fc_(std::move(w_fc)),
+      : w_fc_(to_weight_storage<Weights>(std::move(w_fc))),
         b_fc_(std::move(b_fc)),
-        w_proj_(std::move(w_proj)),
+        w_proj_(to_weight_storage<Weights>(std::move(w_proj))),
         b_proj_(std::move(b_proj)) {
     const Index d = w_fc_.rows();
     const Index h = w_fc_.cols();
@@ -108,15 +114,15 @@ class Mlp {
 
   Index features() const { return w_fc_.rows(); }
   Index hidden_features() const { return w_fc_.cols(); }
-  const RowMatrix<T, D, H>& w_fc() const { return w_fc_; }      // [d, h]
-  const RowVector<T, H>& b_fc() const { return b_fc_; }         // [h]
-  const RowMatrix<T, H, D>& w_proj() const { return w_proj_; }  // [h, d]
-  const RowVector<T, D>& b_proj() const { return b_proj_; }     // [d]
+  const FcMatrix& w_fc() const { return w_fc_; }             // [d, h]
+  const RowVector<T, H>& b_fc() const { return b_fc_; }      // [h]
+  const ProjMatrix& w_proj() const { return w_proj_; }       // [h, d]
+  const RowVector<T, D>& b_proj() const { return b_proj_; }  // [d]
 
  private:
-  RowMatrix<T, D, H> w_fc_;
+  FcMatrix w_fc_;
   RowVector<T, H> b_fc_;
-  RowMatrix<T, H, D> w_proj_;
+  ProjMatrix w_proj_;
   RowVector<T, D> b_proj_;
 };
 

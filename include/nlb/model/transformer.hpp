@@ -20,14 +20,22 @@
 
 namespace nlb {
 
-/// Token/position embeddings, final LayerNorm and unembedding.
-template <class T, int D = Dynamic>
+/// Token/position embeddings, final LayerNorm and unembedding; the three matrices in storage
+/// S (nlb/core/weight_storage.hpp), the norm in T.
+template <class T, int D = Dynamic, class S = storage::f32>
 struct EmbeddingWeights {
-  RowMatrix<T, Dynamic, D> token;     // [vocab, d]
-  RowMatrix<T, Dynamic, D> position;  // [n_positions, d]; empty (0 rows) without learned positions
-  LayerNormWeights<T, D> final_norm;  // ln_f / final_layer_norm
-  RowMatrix<T, Dynamic, D> unembedding;  // [vocab, d]; empty when tied to `token`
+  weight_matrix<S, T, Dynamic, D> token;        // [vocab, d]
+  weight_matrix<S, T, Dynamic, D> position;     // [n_positions, d]; empty without learned positions
+  LayerNormWeights<T, D> final_norm;            // ln_f / final_layer_norm
+  weight_matrix<S, T, Dynamic, D> unembedding;  // [vocab, d]; empty when tied to `token`
 };
+
+/// `w` with its matrices in storage S (moved through for storage::f32). O(size).
+template <class S, class T, int D>
+EmbeddingWeights<T, D, S> to_weight_storage(EmbeddingWeights<T, D>&& w) {
+  return {to_weight_storage<S>(std::move(w.token)), to_weight_storage<S>(std::move(w.position)),
+          std::move(w.final_norm), to_weight_storage<S>(std::move(w.unembedding))};
+}
 
 namespace detail {
 template <class L>
@@ -117,6 +125,7 @@ class BasicTransformer {
   static constexpr int size = D;
   using Stream = Activations<T, D>;
   using Override = LayerOverride<T, Backend>;
+  using Weights = typename Backend::weights;  // storage of the embedding matrices
 
   /// Scratch memory of forward passes, owned by the caller and reused across calls (gemma.cpp's
   /// `Activations`): the residual stream, one workspace per kind of block (shared by the layers
@@ -130,7 +139,9 @@ class BasicTransformer {
   };
 
   BasicTransformer(ModelConfig config, EmbeddingWeights<T, D> embeddings, Layers layers)
-      : config_(std::move(config)), emb_(std::move(embeddings)), layers_(std::move(layers)) {
+      : config_(std::move(config)),
+        emb_(to_weight_storage<Weights>(std::move(embeddings))),
+        layers_(std::move(layers)) {
     const Index d = config_.d_model;
     if constexpr (D != Dynamic)
       check_dim("Transformer: width (compile-time d)", D, d);
@@ -234,7 +245,7 @@ class BasicTransformer {
   }
 
   const ModelConfig& config() const { return config_; }
-  const EmbeddingWeights<T, D>& embeddings() const { return emb_; }
+  const EmbeddingWeights<T, D, Weights>& embeddings() const { return emb_; }
   const Layers& layers() const { return layers_; }
   Layers& layers() { return layers_; }
   Index layer_count() const {
@@ -268,10 +279,16 @@ class BasicTransformer {
     check_tokens(tokens, past, what);
     const Index rows = static_cast<Index>(tokens.size());
     x.resize(rows, config_.d_model);
+    const auto row_of = [](const auto& m, Index r) {
+      if constexpr (storage::is_half<Weights>)
+        return m.template row_as<T>(r);
+      else
+        return m.row(r);
+    };
     for (Index t = 0; t < rows; ++t) {
-      x.row(t) = emb_.token.row(tokens[static_cast<std::size_t>(t)]);
+      x.row(t) = row_of(emb_.token, tokens[static_cast<std::size_t>(t)]);
       if (emb_.position.size() > 0)
-        x.row(t) += emb_.position.row(past + t);
+        x.row(t) += row_of(emb_.position, past + t);
     }
     detail::fire(taps, Tap::embedding, 0, x);
   }
@@ -330,7 +347,7 @@ class BasicTransformer {
   }
 
   ModelConfig config_;
-  EmbeddingWeights<T, D> emb_;
+  EmbeddingWeights<T, D, Weights> emb_;
   Layers layers_;
 };
 

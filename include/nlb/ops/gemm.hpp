@@ -88,45 +88,58 @@ inline std::atomic<int>& vector_product_threads() {
 /// costs about a microsecond, as much as 2^16 multiply-adds take from L2.
 inline constexpr Index parallel_vector_min_work = Index{1} << 16;
 
-// dst (+)= lhs · rhs for a one-row or one-column dst, split into contiguous ranges of output
-// entries, one per OpenMP thread, each range a multiple of 16 entries (64 bytes of float) so no
-// two threads write one cache line. Each entry is still one length-k dot product (its terms may
-// be summed in another order than on one thread: Eigen blocks a narrower product differently).
-// False (nothing done) when it should run on the calling thread.
-template <class Dst, class Lhs, class Rhs>
-bool try_parallel_vector_product(Dst& dst, const Lhs& lhs, const Rhs& rhs, bool accumulate) {
+// Runs f(begin, end) on contiguous ranges of [0, n) output entries, one per OpenMP thread,
+// each range a multiple of `align` entries (16 floats: 64 bytes, so no two threads write one
+// cache line), and returns true; false (nothing run) when the work should stay on the calling
+// thread: one thread set, n < 2·align·threads, fewer than parallel_vector_min_work
+// multiply-adds (`work`), already inside a parallel region, or no OpenMP in the build.
+template <class F>
+bool split_output_ranges(Index n, Index work, Index align, F&& f) {
 #if defined(_OPENMP)
   const int threads = vector_product_threads().load(std::memory_order_relaxed);
-  const bool row = dst.rows() == 1;
-  const Index n = dst.size();
-  if (threads <= 1 || !(row || dst.cols() == 1) || n < 32 * threads ||
-      lhs.cols() * n < parallel_vector_min_work || omp_in_parallel())
+  if (threads <= 1 || n < 2 * align * threads || work < parallel_vector_min_work ||
+      omp_in_parallel())
     return false;
 #pragma omp parallel num_threads(threads)
   {
     const Index team = omp_get_num_threads(), part = omp_get_thread_num();
-    const Index chunk = (n / team + 15) / 16 * 16;
+    const Index chunk = (n / team + align - 1) / align * align;
     const Index begin = std::min(n, part * chunk);
     const Index end = part + 1 == team ? n : std::min(n, begin + chunk);
-    if (end > begin && row) {
+    if (end > begin)
+      f(begin, end);
+  }
+  return true;
+#else
+  (void)n, (void)work, (void)align, (void)f;
+  return false;
+#endif
+}
+
+// dst (+)= lhs · rhs for a one-row or one-column dst, split by output entries over threads
+// (split_output_ranges). Each entry is still one length-k dot product (its terms may be summed
+// in another order than on one thread: Eigen blocks a narrower product differently).
+// False (nothing done) when it should run on the calling thread.
+template <class Dst, class Lhs, class Rhs>
+bool try_parallel_vector_product(Dst& dst, const Lhs& lhs, const Rhs& rhs, bool accumulate) {
+  const bool row = dst.rows() == 1;
+  if (!(row || dst.cols() == 1))
+    return false;
+  return split_output_ranges(dst.size(), lhs.cols() * dst.size(), 16, [&](Index begin, Index end) {
+    if (row) {
       auto out = dst.middleCols(begin, end - begin);
       if (accumulate)
         out.noalias() += lhs * rhs.middleCols(begin, end - begin);
       else
         out.noalias() = lhs * rhs.middleCols(begin, end - begin);
-    } else if (end > begin) {
+    } else {
       auto out = dst.middleRows(begin, end - begin);
       if (accumulate)
         out.noalias() += lhs.middleRows(begin, end - begin) * rhs;
       else
         out.noalias() = lhs.middleRows(begin, end - begin) * rhs;
     }
-  }
-  return true;
-#else
-  (void)dst, (void)lhs, (void)rhs, (void)accumulate;
-  return false;
-#endif
+  });
 }
 
 }  // namespace detail

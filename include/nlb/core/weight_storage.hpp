@@ -1,0 +1,70 @@
+// How a host backend stores a model's large weight matrices (DESIGN.md §4): storage policies.
+//
+// storage::f32 keeps them as Eigen matrices of the model's scalar (the default, every component
+// and analysis reads them directly). storage::f16 and storage::bf16 keep them as HalfMatrix, half
+// the bytes, for forwards that are bound by reading the weights (batch-1 decoding); activations,
+// biases, norms and accumulation stay in the scalar type. A backend names its storage as
+// `Backend::weights` (backend::with_weights<storage::bf16> on top of a CPU backend).
+#pragma once
+
+#include <type_traits>
+#include <utility>
+
+#include "nlb/core/half_matrix.hpp"
+#include "nlb/core/matrix.hpp"
+
+namespace nlb::storage {
+
+struct f32 {
+  static constexpr const char* name = "f32";
+};
+struct f16 {
+  using element = Eigen::half;
+  static constexpr const char* name = "f16";
+};
+struct bf16 {
+  using element = Eigen::bfloat16;
+  static constexpr const char* name = "bf16";
+};
+
+template <class S>
+inline constexpr bool is_half = std::is_same_v<S, f16> || std::is_same_v<S, bf16>;
+
+template <class S>
+inline constexpr bool is_storage = std::is_same_v<S, f32> || is_half<S>;
+
+namespace detail {
+template <class S, class T, int Rows, int Cols>
+struct weight_matrix_of {
+  using type = RowMatrix<T, Rows, Cols>;
+};
+template <class S, class T, int Rows, int Cols>
+requires is_half<S>
+struct weight_matrix_of<S, T, Rows, Cols> {
+  using type = HalfMatrix<typename S::element>;
+};
+}  // namespace detail
+
+}  // namespace nlb::storage
+
+namespace nlb {
+
+/// The weight matrix [Rows, Cols] of storage S for scalar T: RowMatrix<T, Rows, Cols> for
+/// storage::f32, HalfMatrix (sizes at run time) for storage::f16 / storage::bf16.
+template <class S, class T, int Rows = Dynamic, int Cols = Dynamic>
+using weight_matrix = typename storage::detail::weight_matrix_of<S, T, Rows, Cols>::type;
+
+/// The Eigen matrix `m` in storage S: moved through for storage::f32, rounded to 16 bits
+/// otherwise. O(size).
+template <class S, class M>
+requires std::is_base_of_v<Eigen::MatrixBase<M>, M>
+auto to_weight_storage(M m) {
+  static_assert(storage::is_storage<S>,
+                "to_weight_storage<S>: S must be storage::f32, f16 or bf16");
+  if constexpr (storage::is_half<S>)
+    return HalfMatrix<typename S::element>(m);
+  else
+    return m;
+}
+
+}  // namespace nlb

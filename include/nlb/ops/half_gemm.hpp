@@ -1,0 +1,119 @@
+// Matrix products with 16-bit weights (HalfMatrix: storage::f16 / storage::bf16, DESIGN.md §4),
+// the overloads of ops::gemm / ops::gemm_bias that components with half-precision weights call.
+//
+// - One-row products (batch-1 decoding, memory-bound): the kernels of
+//   nlb/kernels/half_weights.hpp read each 16-bit weight once and widen it in registers, split by
+//   output entries over threads like the float vector products (set_gemm_threads).
+// - Larger products (prefill, compute-bound): the weights are widened panel by panel into the
+//   scratch (a block of columns of W, or of rows of Wᵀ, of about widened_panel_values floats, so
+//   it stays in the L2 cache) and each panel is multiplied by Backend's float GEMM provider. The
+//   widening costs O(k·n) per product against the product's O(m·k·n).
+// Activations and accumulation are float: the weights' rounding to 16 bits is the only change
+// against the float model (the tolerance table bounds the logits' difference).
+#pragma once
+
+#include <algorithm>
+#include <type_traits>
+
+#include "nlb/core/half_matrix.hpp"
+#include "nlb/kernels/half_weights.hpp"
+#include "nlb/ops/gemm.hpp"
+
+namespace nlb::ops {
+
+namespace detail {
+
+/// Floats in one widened panel of a prefill product: 1 MiB, an L2 cache's worth on the CPUs
+/// this project measures.
+inline constexpr Index widened_panel_values = Index{1} << 18;
+
+// Columns per panel for a product with k-long columns: a multiple of 64, at least 64.
+inline Index widened_panel_width(Index k, Index n) {
+  const Index fit = widened_panel_values / std::max<Index>(k, 1) / 64 * 64;
+  return std::min(n, std::max<Index>(64, fit));
+}
+
+template <class Lhs, class Dst>
+void check_half_product(const Lhs& lhs, Index k, Index n, const Dst& dst) {
+  static_assert(std::is_same_v<typename Lhs::Scalar, float>,
+                "ops::gemm with 16-bit weights: the activations are float");
+  eigen_assert(lhs.cols() == k && dst.rows() == lhs.rows() && dst.cols() == n);
+  (void)lhs, (void)k, (void)n, (void)dst;
+}
+
+}  // namespace detail
+
+/// dst (+ with `accumulate`)= lhs · rhs for 16-bit weights rhs [k, n]; lhs [m, k] and dst
+/// [m, n] float (dst must not alias lhs). m = 1: rhs read once, widened in registers; m > 1:
+/// panels widened into `scratch` and multiplied by Backend's GEMM provider. Cost 2·m·k·n flops.
+template <class Backend, class Dst, class Lhs, class H>
+void gemm(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs, const HalfMatrix<H>& rhs,
+          GemmScratch<float>& scratch, bool accumulate = false) {
+  const Index m = lhs.rows(), k = rhs.rows(), n = rhs.cols();
+  detail::check_half_product(lhs, k, n, dst);
+  if (m == 1) {
+    const Eigen::Ref<const RowVector<float>> x = lhs.derived().row(0);  // [1, k]
+    Eigen::Ref<RowVector<float>> y = dst.row(0);                        // [1, n]
+    const auto run = [&](Index begin, Index end) {
+      kernels::half_vecmat(backend, x.data(), rhs.data() + begin, k, n, y.data() + begin,
+                           end - begin, accumulate);
+    };
+    if (!detail::split_output_ranges(n, k * n, 16, run))
+      run(0, n);
+    return;
+  }
+  const Index width = detail::widened_panel_width(k, n);
+  if (scratch.widened.size() < static_cast<std::size_t>(k * width))
+    scratch.widened.resize(static_cast<std::size_t>(k * width));
+  for (Index j = 0; j < n; j += width) {
+    const Index w = std::min(width, n - j);
+    Eigen::Map<RowMatrix<float>> panel(scratch.widened.data(), k, w);  // [k, w]
+    for (Index i = 0; i < k; ++i)
+      kernels::widen(backend, rhs.row(i) + j, panel.row(i).data(), w);
+    gemm(backend, dst.middleCols(j, w), lhs, panel, scratch, accumulate);
+  }
+}
+
+/// dst (+ with `accumulate`)= lhs · rhsᵀ for 16-bit weights rhs [n, k] (`w.transpose()`), e.g.
+/// the logits of tied embeddings. m = 1: one dot product per row of rhs; m > 1: rows of rhs
+/// widened panel by panel. Shapes and cost as above.
+template <class Backend, class Dst, class Lhs, class H>
+void gemm(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs,
+          const HalfTransposed<H>& rhs, GemmScratch<float>& scratch, bool accumulate = false) {
+  const HalfMatrix<H>& w = rhs.matrix;
+  const Index m = lhs.rows(), k = w.cols(), n = w.rows();
+  detail::check_half_product(lhs, k, n, dst);
+  if (m == 1) {
+    const Eigen::Ref<const RowVector<float>> x = lhs.derived().row(0);  // [1, k]
+    Eigen::Ref<RowVector<float>> y = dst.row(0);                        // [1, n]
+    const auto run = [&](Index begin, Index end) {
+      kernels::half_vecmat_transposed(backend, x.data(), w.row(begin), k, k, y.data() + begin,
+                                      end - begin, accumulate);
+    };
+    if (!detail::split_output_ranges(n, k * n, 16, run))
+      run(0, n);
+    return;
+  }
+  const Index width = detail::widened_panel_width(k, n);
+  if (scratch.widened.size() < static_cast<std::size_t>(k * width))
+    scratch.widened.resize(static_cast<std::size_t>(k * width));
+  for (Index j = 0; j < n; j += width) {
+    const Index rows = std::min(width, n - j);
+    Eigen::Map<RowMatrix<float>> panel(scratch.widened.data(), rows, k);  // [rows, k]
+    kernels::widen(backend, w.row(j), panel.data(), rows * k);
+    gemm(backend, dst.middleCols(j, rows), lhs, panel.transpose(), scratch, accumulate);
+  }
+}
+
+/// dst = lhs · rhs + bias (the row vector `bias` in every row) for 16-bit weights rhs [k, n]:
+/// the bias broadcast into dst, then one accumulating product. Shapes as gemm, bias [1, n].
+template <class Backend, class Dst, class Lhs, class H, class Bias>
+void gemm_bias(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs,
+               const HalfMatrix<H>& rhs, const Eigen::MatrixBase<Bias>& bias,
+               GemmScratch<float>& scratch) {
+  eigen_assert(bias.rows() == 1 && bias.cols() == rhs.cols());
+  dst.rowwise() = bias.derived().row(0);
+  gemm(backend, dst, lhs, rhs, scratch, /*accumulate=*/true);
+}
+
+}  // namespace nlb::ops
