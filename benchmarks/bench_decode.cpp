@@ -7,16 +7,22 @@
 // BM_read_bandwidth/threads/MiB  the sum of a float array, split among `threads` std::threads:
 //                               512 MiB (about one decoding step's reads, re-read as decoding
 //                               re-reads its weights) and 2 GiB (8x this machine's 260 MiB L3).
-// BM_decode/prompt/new/threads  the prompt's tokens prefilled (not timed), then `new` steps of one
-//                               token each (timed: the forward through the cache and the logits).
+// BM_decode<S>/prompt/new/threads  the prompt's tokens prefilled (not timed), then `new` steps
+//                               of one token each (timed: the forward through the cache and the
+//                               logits), with the weight matrices in storage S (f32, or f16 / bf16:
+//                               backend::with_weights, widened in registers).
 //                               threads = ops::set_gemm_threads: the GEMM provider's threads and
 //                               the split of the one-row products (GEMV) by output columns.
+// BM_prefill<S>/T/threads      one whole forward of T tokens with logits (the prefill a
+//                               generation starts with), in storage S, for the side-by-side
+//                               comparison of 16-bit against float weights.
 // Counters of BM_decode: tokens_per_second; bytes_per_token, what one step must read: every
-// block's weights, the final LayerNorm and the unembedding (F32), plus the KV cache rows (the
-// mean over the steps); bound_tokens_per_second = the bandwidth of re-reading a buffer of
-// bytes_per_token at that thread count / bytes_per_token (part of it may stay in the L3 between
-// passes, as part of the weights do between tokens); pct_of_bound = tokens_per_second /
-// bound_tokens_per_second; dram_bound_tokens_per_second the same with the 2 GiB buffer.
+// block's weight matrices and the unembedding (4 bytes per value in f32, 2 in f16 / bf16), their
+// biases and LayerNorms (F32), plus the KV cache rows (the mean over the steps);
+// bound_tokens_per_second = the bandwidth of re-reading a buffer of bytes_per_token at that thread
+// count / bytes_per_token (part of it may stay in the L3 between passes, as part of the weights do
+// between tokens); pct_of_bound = tokens_per_second / bound_tokens_per_second;
+// dram_bound_tokens_per_second the same with the 2 GiB buffer.
 //
 // BM_decode_dense/threads and BM_decode_gated/f/threads, side by side: prompt 16, 128 steps, the
 // same model with every layer's MLP gated (MlpVariant: a random d x d surrogate and a hyperplane
@@ -128,20 +134,29 @@ void BM_read_bandwidth(benchmark::State& state) {
                           static_cast<std::int64_t>(floats * sizeof(float)));
 }
 
-// Bytes one decoding step at `span` cached positions reads (F32 weights).
-double step_bytes(const nlb::ModelConfig& c, double span) {
+// Bytes one decoding step at `span` cached positions reads, with `matrix_bytes` per value of the
+// weight matrices (4 for f32, 2 for f16 / bf16); everything else is F32.
+double step_bytes(const nlb::ModelConfig& c, double span, double matrix_bytes = 4) {
   const double d = static_cast<double>(c.d_model), layers = static_cast<double>(c.n_layers);
-  // Per block: w_qkv 3d², w_out d², the MLP's 8d², their 9d biases and two LayerNorms' 4d.
-  const double block = 12 * d * d + 13 * d;
-  const double head = static_cast<double>(c.vocab_size) * d + 2 * d;  // unembedding, ln_f
-  const double cache = layers * 2 * span * d;                         // keys and values
-  return 4 * (layers * block + head + cache);
+  // Per block: w_qkv 3d², w_out d² and the MLP's 8d²; their 9d biases and two LayerNorms' 4d.
+  const double matrices = layers * 12 * d * d + static_cast<double>(c.vocab_size) * d;
+  const double vectors = layers * 13 * d + 2 * d;  // ... and ln_f
+  const double cache = layers * 2 * span * d;      // keys and values
+  return matrix_bytes * matrices + 4 * (vectors + cache);
 }
 
-using Model = nlb::Transformer<float, Backend>;
+template <class Storage>
+using BackendOf = std::conditional_t<nlb::storage::is_half<Storage>,
+                                     nlb::backend::with_weights<Storage, Backend>, Backend>;
+template <class Storage>
+using ModelOf = nlb::Transformer<float, BackendOf<Storage>>;
+using Model = ModelOf<nlb::storage::f32>;
 
-const Model& decode_model() {
-  static const Model model = nlb::load_model<float, Backend>(nlb::bench::gpt2_small_dir());
+// GPT-2 small with its weight matrices in Storage (loaded once per storage).
+template <class Storage = nlb::storage::f32>
+const ModelOf<Storage>& decode_model() {
+  static const ModelOf<Storage> model =
+      nlb::load_model<float, BackendOf<Storage>>(nlb::bench::gpt2_small_dir());
   return model;
 }
 
@@ -157,10 +172,11 @@ std::vector<std::int32_t> random_tokens(Index n) {
 // Seconds of `steps` single-token steps after a `prompt`-token prefill, through `overrides`
 // (empty: the dense model, the same layers as Transformer::forward runs); `counts` (empty, or one
 // per layer) receives the rows each layer routed.
-double decode_seconds(const Model& model, std::span<const std::int32_t> tokens, Index prompt,
-                      Index steps, std::span<const nlb::LayerOverride<float, Backend>> overrides,
+template <class M>
+double decode_seconds(const M& model, std::span<const std::int32_t> tokens, Index prompt,
+                      Index steps, std::span<const typename M::Override> overrides,
                       std::span<nlb::RouteCounts> counts, nlb::KVCache<float>& cache,
-                      Model::Workspace& ws, nlb::RowMatrix<float>& logits) {
+                      typename M::Workspace& ws, nlb::RowMatrix<float>& logits) {
   cache.clear();
   model.embed(tokens.first(static_cast<std::size_t>(prompt)), ws.x);
   model.run_layers(ws.x, 0, model.layer_count(), ws, overrides, &cache);
@@ -174,14 +190,15 @@ double decode_seconds(const Model& model, std::span<const std::int32_t> tokens, 
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+template <class Storage>
 void BM_decode(benchmark::State& state) {
-  const Model& model = decode_model();
+  const auto& model = decode_model<Storage>();
   const Index prompt = state.range(0), steps = state.range(1);
   const int threads = static_cast<int>(state.range(2));
   nlb::ops::set_gemm_threads(Backend{}, threads);
   const auto tokens = random_tokens(prompt + steps);
   auto cache = model.make_cache();
-  Model::Workspace ws;
+  typename ModelOf<Storage>::Workspace ws;
   nlb::RowMatrix<float> logits;
   double seconds = 0;
   for (auto _ : state) {
@@ -191,7 +208,8 @@ void BM_decode(benchmark::State& state) {
   }
   nlb::ops::set_gemm_threads(Backend{}, 1);
   const double bytes =
-      step_bytes(model.config(), static_cast<double>(prompt) + static_cast<double>(steps + 1) / 2);
+      step_bytes(model.config(), static_cast<double>(prompt) + static_cast<double>(steps + 1) / 2,
+                 nlb::storage::is_half<Storage> ? 2 : 4);
   const double bandwidth = read_bandwidth(threads, bytes);
   const double dram =
       read_bandwidth(threads, static_cast<double>(kBandwidthFloats * sizeof(float)));
@@ -204,6 +222,29 @@ void BM_decode(benchmark::State& state) {
   state.counters["pct_of_bound"] = 100 * tokens_per_second * bytes / bandwidth;
   state.counters["read_GBps"] = bandwidth / 1e9;
   state.counters["dram_bound_tokens_per_second"] = dram / bytes;
+  state.counters["threads"] = threads;
+}
+
+// One whole forward of T tokens (logits included), after one untimed warm-up forward.
+template <class Storage>
+void BM_prefill(benchmark::State& state) {
+  const auto& model = decode_model<Storage>();
+  const Index length = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  nlb::ops::set_gemm_threads(Backend{}, threads);
+  const auto tokens = random_tokens(length);
+  typename ModelOf<Storage>::Workspace ws;
+  nlb::RowMatrix<float> logits;
+  model.forward(tokens, logits, ws);
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    model.forward(tokens, logits, ws);
+    benchmark::DoNotOptimize(logits.data());
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  nlb::ops::set_gemm_threads(Backend{}, 1);
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * length);
   state.counters["threads"] = threads;
 }
 
@@ -290,15 +331,27 @@ BENCHMARK(BM_read_bandwidth)
     ->ArgsProduct({{1, 2}, {512, 2048}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-// prompt 16 + 128 new tokens, and the last 128 positions of a 1024-token context.
-BENCHMARK(BM_decode)
-    ->Args({16, 128, 1})
-    ->Args({16, 128, 2})
-    ->Args({896, 128, 1})
-    ->Args({896, 128, 2})
-    ->Iterations(3)
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond);
+// prompt 16 + 128 new tokens, and the last 128 positions of a 1024-token context; float and
+// 16-bit weight matrices side by side.
+#define NLB_DECODE_ARGS     \
+  ->Args({16, 128, 1})      \
+      ->Args({16, 128, 2})  \
+      ->Args({896, 128, 1}) \
+      ->Args({896, 128, 2}) \
+      ->Iterations(3)       \
+      ->UseManualTime()     \
+      ->Unit(benchmark::kMillisecond)
+BENCHMARK_TEMPLATE(BM_decode, nlb::storage::f32) NLB_DECODE_ARGS;
+BENCHMARK_TEMPLATE(BM_decode, nlb::storage::bf16) NLB_DECODE_ARGS;
+BENCHMARK_TEMPLATE(BM_decode, nlb::storage::f16) NLB_DECODE_ARGS;
+#define NLB_PREFILL_ARGS               \
+  ->ArgsProduct({{128, 1024}, {1, 2}}) \
+      ->Iterations(5)                  \
+      ->UseManualTime()                \
+      ->Unit(benchmark::kMillisecond)
+BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::f32) NLB_PREFILL_ARGS;
+BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::bf16) NLB_PREFILL_ARGS;
+BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::f16) NLB_PREFILL_ARGS;
 BENCHMARK(BM_decode_dense)
     ->Arg(1)
     ->Arg(2)

@@ -141,14 +141,14 @@ BOOST_AUTO_TEST_CASE(row_kernels_hold_the_summation_bound) {
 }
 
 // ops::gemm / gemm_bias with a HalfMatrix (and its transpose) for m rows: m = 1 runs the row
-// kernels, split over threads when set; m > 1 widens panels (k = 4096 makes them 64 columns
-// wide, so n = 200 takes four panels, the last one narrower).
+// kernels, split over threads when set; m > 1 widens panels (k = 4096 makes them 512 columns
+// wide, so n = 600 takes two panels, the second one narrower).
 template <class H, class Backend>
 void check_products(const std::string& name) {
   nlb::GemmScratch<float> scratch;
   for (const auto& [m, k, n] : {std::tuple<Index, Index, Index>{1, 768, 3072},
                                 {1, 33, 17},
-                                {3, 4096, 200},
+                                {3, 4096, 600},
                                 {17, 100, 300}}) {
     const Eigen::MatrixXd x =
         nlb::test::gaussian(m, k, 5).template cast<float>().template cast<double>();

@@ -13,27 +13,29 @@ namespace nlb::cli {
 
 int run_eval(const std::vector<std::string>& argv) {
   auto options = token_options;
-  options.insert({"model", "context", "max-windows", "device"});
+  options.insert({"model", "context", "max-windows", "device", "weights"});
   const Args args(argv, options, {"json"});
   const std::filesystem::path model_dir = args.get("model", default_model().string());
-  const auto model = load_model<float>(model_dir);
-  const auto& config = model.config();
-  const auto tokens = read_token_stream(args, config, model_dir);
-  const Index context = args.integer("context", config.n_positions, 2, config.n_positions);
-  const Index max_windows = args.integer("max-windows", 0, 0, 1LL << 40);
   const auto& group = ranks();
-  const Progress progress("eval windows", group.leader());
-  PerplexityResult r;
-  refuse_device_with_ranks(cuda_device_requested(args));
-  if (cuda_device_requested(args)) {
-    r = evaluate_perplexity(DeviceModel(make_cuda_runner(model), config), tokens, context,
-                            max_windows, progress);
-  } else if (group.size() > 1) {
-    // Windows spread over the ranks, loss sums gathered in window order: the same result.
-    r = distributed::sharded_perplexity(model, tokens, context, group, max_windows, progress);
-  } else {
-    r = evaluate_perplexity(model, tokens, context, max_windows, progress);
-  }
+  const PerplexityResult r = with_model_weights(args, model_dir, [&](const auto& model) {
+    const auto& config = model.config();
+    const auto tokens = read_token_stream(args, config, model_dir);
+    const Index context = args.integer("context", config.n_positions, 2, config.n_positions);
+    const Index max_windows = args.integer("max-windows", 0, 0, 1LL << 40);
+    const Progress progress("eval windows", group.leader());
+    refuse_device_with_ranks(cuda_device_requested(args));
+    if constexpr (has_float_weights<decltype(model)>) {
+      if (cuda_device_requested(args)) {
+        return evaluate_perplexity(DeviceModel(make_cuda_runner(model), config), tokens, context,
+                                   max_windows, progress);
+      }
+    }
+    if (group.size() > 1) {
+      // Windows spread over the ranks, loss sums gathered in window order: the same result.
+      return distributed::sharded_perplexity(model, tokens, context, group, max_windows, progress);
+    }
+    return evaluate_perplexity(model, tokens, context, max_windows, progress);
+  });
   if (!group.leader())
     return 0;  // only rank 0 prints
   if (args.flag("json")) {

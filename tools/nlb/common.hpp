@@ -18,6 +18,7 @@
 #include "args.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/config.hpp"
+#include "nlb/model/load_model.hpp"
 #if NLB_WITH_TEXT
 #include "nlb/text/detail/messages.hpp"
 #include "nlb/text/load_tokenizer.hpp"
@@ -60,6 +61,28 @@ inline bool cuda_device_requested(const Args& args) {
     throw UsageError("--device: expected cpu or cuda, found \"" + device + "\"");
   return device == "cuda";
 }
+
+/// --weights f32|f16|bf16 of eval, forward and generate: loads the model in `dir` with its weight
+/// matrices kept in that storage (nlb/core/weight_storage.hpp; 16 bits halve what decoding reads)
+/// and returns f(model). UsageError for another name, or for 16 bits with --device cuda (the
+/// CUDA backend keeps float weights).
+template <class F>
+auto with_model_weights(const Args& args, const std::filesystem::path& dir, F&& f) {
+  const std::string weights = args.get("weights", "f32");
+  if (weights != "f32" && weights != "f16" && weights != "bf16")
+    throw UsageError("--weights: expected f32, f16 or bf16, found \"" + weights + "\"");
+  if (weights != "f32" && args.get("device", "cpu") == "cuda")
+    throw UsageError("--weights " + weights + " runs on the CPU; --device cuda keeps f32 weights");
+  if (weights == "f16")
+    return f(load_model<float, backend::with_weights<storage::f16>>(dir));
+  if (weights == "bf16")
+    return f(load_model<float, backend::with_weights<storage::bf16>>(dir));
+  return f(load_model<float>(dir));
+}
+
+/// True when `model` is the float-weights Transformer<float> (the one the CUDA runner takes).
+template <class Model>
+inline constexpr bool has_float_weights = std::is_same_v<std::decay_t<Model>, Transformer<float>>;
 
 /// The options every subcommand that reads one token stream accepts.
 inline const std::set<std::string> token_options{"text", "tokens", "token-dtype"};

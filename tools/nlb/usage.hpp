@@ -45,6 +45,11 @@ inline const std::string device_line =
     "  --device cpu|cuda     where the forward passes run (default cpu); cuda needs an nlb\n"
     "                        built with the CUDA backend and a usable GPU (docs/cuda.md)\n";
 
+inline const char* weights_line =
+    "  --weights f32|f16|bf16  how the weight matrices are kept (default f32): 16 bits halve\n"
+    "                        the bytes decoding reads; rounded at load from an F32 file, kept\n"
+    "                        as stored from an F16/BF16 one (docs/half_precision.md)\n";
+
 }  // namespace usage_detail
 
 /// One subcommand: its name, a one-line summary for the overview, and its help page.
@@ -63,7 +68,8 @@ inline const std::vector<CommandHelp>& command_help() {
     std::vector<CommandHelp> c;
     c.push_back({"eval", "perplexity of a model on a text or token-id file",
                  "usage: nlb eval [--model DIR] (--text FILE | --tokens FILE [--token-dtype u32])\n"
-                 "                [--context N] [--max-windows K] [--device cpu|cuda] [--json]\n\n"
+                 "                [--context N] [--max-windows K] [--device cpu|cuda]\n"
+                 "                [--weights f32|f16|bf16] [--json]\n\n"
                  "Perplexity under the windowed protocol (PAPERS §A2): non-overlapping windows\n"
                  "from the file start, every position but a window's first predicted. Under\n"
                  "mpirun -n K the windows are spread over K ranks; rank 0 prints the result of\n"
@@ -71,24 +77,26 @@ inline const std::vector<CommandHelp>& command_help() {
                      std::string(model_line) + token_lines +
                      "  --context N           window length (default: the model's n_positions)\n"
                      "  --max-windows K       at most K windows (default 0: all)\n" +
-                     device_line +
+                     device_line + weights_line +
                      "  --json                print the result as one JSON object\n"});
     c.push_back(
         {"forward", "write the logits of the first K windows to a safetensors file",
          "usage: nlb forward [--model DIR] (--text FILE | --tokens FILE [--token-dtype "
          "u32])\n"
-         "                   --context N --windows K --out FILE [--device cpu|cuda]\n\n"
+         "                   --context N --windows K --out FILE [--device cpu|cuda]\n"
+         "                   [--weights f32|f16|bf16]\n\n"
          "Writes tensor \"logits\" [K, N, vocab] (F32) of the first K windows of N "
          "tokens.\n\n" +
              std::string(model_line) + token_lines +
              "  --context N           window length (required)\n"
              "  --windows K           how many windows (required)\n"
              "  --out FILE            the safetensors file (written whole or not at all)\n" +
-             device_line});
+             device_line + weights_line});
     c.push_back(
         {"generate", "continue a prompt, streaming the text",
          "usage: nlb generate [--model DIR] --prompt TEXT [--max-new-tokens N] [--top-k K]\n"
-         "                    [--temperature T] [--seed S] [--device cpu|cuda]\n\n"
+         "                    [--temperature T] [--seed S] [--device cpu|cuda]\n"
+         "                    [--weights f32|f16|bf16]\n\n"
          "Continues the prompt with a KV cache and writes the text as it is generated. The\n"
          "prompt is encoded with the model directory's tokenizer (a byte-level model's tokens\n"
          "are its bytes); <|endoftext|> ends the text.\n\n" +
@@ -104,7 +112,7 @@ inline const std::vector<CommandHelp>& command_help() {
              number(sampling.temperature) +
              "; 0: greedy)\n"
              "  --seed S              seed of the sampler (default " +
-             std::to_string(sampling.seed) + ")\n" + device_line});
+             std::to_string(sampling.seed) + ")\n" + device_line + weights_line});
     c.push_back(
         {"budget",
          "the MLP budget report (PAPERS §A, docs/budget.md): surrogates, per-layer cost, gates,\n"

@@ -9,15 +9,17 @@
 // The scalar overloads are the reference: one float sum per output in the order i = 0, 1, ….
 // The SIMD overloads widen W lanes at a time — F16 with the F16C / AVX-512 conversion
 // instruction, BF16 by a 16-bit shift into the top half of a float (bfloat16 is that top half) —
-// and fall back to Eigen's per-value conversion on instruction sets without them. x · W keeps a
-// block of 8 batches of outputs in registers and streams W's rows through it; x · Wᵀ takes four
-// rows of W at a time as dot products. Sums are in another order than the scalar overloads'
-// (lanes, then a horizontal sum), so results agree to the float summation bound.
+// and fall back to Eigen's per-value conversion on instruction sets without them. x · W streams
+// W's rows, 16 at a time, into sums held in the L1 cache; x · Wᵀ takes eight rows of W at a time
+// as dot products (lanes, then a horizontal sum: another order than the scalar overload's), so
+// results agree with the reference to the float summation bound.
 // Cost: 2·k·n FLOPs, 2·k·n bytes of weights read.
 #pragma once
 
 // First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
 #include "nlb/core/detail/xsimd_include.hpp"
+
+#include <algorithm>
 
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
@@ -28,6 +30,15 @@
 #include "nlb/kernels/detail/simd_row.hpp"
 
 NLB_XSIMD_GUARD_BEGIN
+
+// The loops over the rows taken side by side are unrolled so every row pointer and factor stays
+// in a register (measured: the rolled loop reads 30% slower). nvcc, which compiles these headers
+// for the CUDA build's host code, does not know GCC's pragma.
+#if defined(__CUDACC__)
+#define NLB_UNROLL_LOOP
+#else
+#define NLB_UNROLL_LOOP _Pragma("GCC unroll 16")
+#endif
 
 namespace nlb::kernels {
 
@@ -67,9 +78,15 @@ inline void check_product(const char* what, Index k, Index n, Index ldw, Index m
   check_row_length(what, ldw, min_ldw);
 }
 
-// Rows ahead of the current one whose block the x · W loop asks the cache for: the rows of a
-// block are ldw apart, a stride the hardware prefetchers do not follow across pages.
-inline constexpr Index vecmat_prefetch_rows = 8;
+// The blocking of the two products, measured on GPT-2-small shapes (docs/benchmarks.md): a
+// core keeps more memory requests in flight with more sequential streams, so x · W reads 16 rows
+// side by side into 4096 float sums (16 KiB, in the L1 cache), and x · Wᵀ takes 8 rows at a time,
+// asking for each row's data `transposed_prefetch` values ahead (the rows are short streams
+// that the hardware prefetcher has no time to learn).
+inline constexpr Index vecmat_chunk = 4096;
+inline constexpr Index vecmat_rows = 16;
+inline constexpr Index transposed_rows = 8;
+inline constexpr Index transposed_prefetch = 512;
 
 }  // namespace detail
 
@@ -108,43 +125,56 @@ void half_vecmat(backend::scalar, const float* x, const H* w, Index k, Index ldw
   }
 }
 
-/// y[0, n) (+ with `accumulate`)= x[0, k) · W with W widened in registers: blocks of 8·W
-/// outputs held in registers while W's k rows stream through. O(k·n).
+/// y[0, n) (+ with `accumulate`)= x[0, k) · W with W widened in registers. W is read row by row,
+/// vecmat_rows rows side by side (as many sequential streams, which is what keeps a core's
+/// memory requests in flight), each row's part in order, into float sums of at most
+/// vecmat_chunk outputs that stay in the L1 cache: each y[j] is one sum over i = 0 … k−1 in
+/// order, as in the scalar reference (with FMA). O(k·n).
 template <class H, class Arch, class Gemm>
 void half_vecmat(backend::simd<Arch, Gemm>, const float* x, const H* w, Index k, Index ldw,
                  float* y, Index n, bool accumulate) {
   detail::check_product("half_vecmat: k, n, ldw", k, n, ldw, n);
   using batch = xsimd::batch<float, Arch>;
   constexpr Index width = detail::batch_width<float, Arch>;
-  constexpr Index unroll = 8, block = unroll * width;
-  constexpr Index ahead = detail::vecmat_prefetch_rows;
-  constexpr Index line = 64 / sizeof(H);  // values per cache line
-  Index j = 0;
-  for (; j + block <= n; j += block) {
-    batch acc[unroll];
-    for (Index u = 0; u < unroll; ++u)
-      acc[u] = accumulate ? batch::load_unaligned(y + j + u * width) : batch(0.0f);
-    for (Index i = 0; i < k; ++i) {
-      const H* row = w + i * ldw + j;
-      if (i + ahead < k) {
-        for (Index c = 0; c < block; c += line)
-          __builtin_prefetch(row + ahead * ldw + c);
+  constexpr Index rows = detail::vecmat_rows;
+  for (Index j0 = 0; j0 < n; j0 += detail::vecmat_chunk) {
+    const Index columns = std::min(detail::vecmat_chunk, n - j0);
+    const Index full = columns / width * width;
+    float* out = y + j0;
+    if (!accumulate)
+      std::fill(out, out + columns, 0.0f);
+    Index i = 0;
+    for (; i + rows <= k; i += rows) {
+      const H* r[rows];
+      batch xs[rows];
+      for (Index q = 0; q < rows; ++q) {
+        r[q] = w + (i + q) * ldw + j0;
+        xs[q] = batch(x[i + q]);
       }
-      const batch xi(x[i]);
-      for (Index u = 0; u < unroll; ++u)
-        acc[u] = xsimd::fma(xi, detail::load_widened<Arch>(row + u * width), acc[u]);
+      for (Index j = 0; j < full; j += width) {
+        batch acc = batch::load_unaligned(out + j);
+        NLB_UNROLL_LOOP
+        for (Index q = 0; q < rows; ++q)
+          acc = xsimd::fma(xs[q], detail::load_widened<Arch>(r[q] + j), acc);
+        acc.store_unaligned(out + j);
+      }
+      for (Index j = full; j < columns; ++j) {
+        float sum = out[j];
+        for (Index q = 0; q < rows; ++q)
+          sum += x[i + q] * static_cast<float>(r[q][j]);
+        out[j] = sum;
+      }
     }
-    for (Index u = 0; u < unroll; ++u)
-      acc[u].store_unaligned(y + j + u * width);
+    for (; i < k; ++i) {
+      const H* row = w + i * ldw + j0;
+      const batch xi(x[i]);
+      for (Index j = 0; j < full; j += width)
+        xsimd::fma(xi, detail::load_widened<Arch>(row + j), batch::load_unaligned(out + j))
+            .store_unaligned(out + j);
+      for (Index j = full; j < columns; ++j)
+        out[j] += x[i] * static_cast<float>(row[j]);
+    }
   }
-  for (; j + width <= n; j += width) {
-    batch acc = accumulate ? batch::load_unaligned(y + j) : batch(0.0f);
-    for (Index i = 0; i < k; ++i)
-      acc = xsimd::fma(batch(x[i]), detail::load_widened<Arch>(w + i * ldw + j), acc);
-    acc.store_unaligned(y + j);
-  }
-  if (j < n)
-    half_vecmat(backend::scalar{}, x, w + j, k, ldw, y + j, n - j, accumulate);
 }
 
 /// y[0, n) (+ with `accumulate`)= x[0, k) · Wᵀ, W [n, ≥ k] row-major with row stride ldw ≥ k:
@@ -163,16 +193,17 @@ void half_vecmat_transposed(backend::scalar, const float* x, const H* w, Index k
   }
 }
 
-/// y[0, n) (+ with `accumulate`)= x[0, k) · Wᵀ with W widened in registers: four rows' dot
-/// products at a time, each over W lanes, then one horizontal sum per row. O(k·n).
+/// y[0, n) (+ with `accumulate`)= x[0, k) · Wᵀ with W widened in registers: eight rows' dot
+/// products at a time, each in two interleaved lane sums (independent FMA chains), then one
+/// horizontal sum per row. O(k·n).
 template <class H, class Arch, class Gemm>
 void half_vecmat_transposed(backend::simd<Arch, Gemm>, const float* x, const H* w, Index k,
                             Index ldw, float* y, Index n, bool accumulate) {
   detail::check_product("half_vecmat_transposed: k, n, ldw", k, n, ldw, k);
   using batch = xsimd::batch<float, Arch>;
   constexpr Index width = detail::batch_width<float, Arch>;
-  constexpr Index rows = 4;
-  const Index k_full = k / width * width;
+  constexpr Index rows = detail::transposed_rows;
+  const Index k_pairs = k / (2 * width) * (2 * width), k_full = k / width * width;
   auto finish = [&](Index j, const batch& acc) {
     float sum = detail::reduce_sum<Arch>(acc);
     for (Index i = k_full; i < k; ++i)
@@ -181,14 +212,29 @@ void half_vecmat_transposed(backend::simd<Arch, Gemm>, const float* x, const H* 
   };
   Index j = 0;
   for (; j + rows <= n; j += rows) {
-    batch acc[rows] = {batch(0.0f), batch(0.0f), batch(0.0f), batch(0.0f)};
-    for (Index i = 0; i < k_full; i += width) {
-      const batch xi = batch::load_unaligned(x + i);
-      for (Index r = 0; r < rows; ++r)
-        acc[r] = xsimd::fma(xi, detail::load_widened<Arch>(w + (j + r) * ldw + i), acc[r]);
+    const H* r[rows];
+    batch even[rows], odd[rows];
+    for (Index q = 0; q < rows; ++q) {
+      r[q] = w + (j + q) * ldw;
+      even[q] = odd[q] = batch(0.0f);
     }
-    for (Index r = 0; r < rows; ++r)
-      finish(j + r, acc[r]);
+    Index i = 0;
+    for (; i < k_pairs; i += 2 * width) {
+      const batch x0 = batch::load_unaligned(x + i), x1 = batch::load_unaligned(x + i + width);
+      NLB_UNROLL_LOOP
+      for (Index q = 0; q < rows; ++q) {
+        __builtin_prefetch(r[q] + i + detail::transposed_prefetch);
+        even[q] = xsimd::fma(x0, detail::load_widened<Arch>(r[q] + i), even[q]);
+        odd[q] = xsimd::fma(x1, detail::load_widened<Arch>(r[q] + i + width), odd[q]);
+      }
+    }
+    for (; i < k_full; i += width) {
+      const batch x0 = batch::load_unaligned(x + i);
+      for (Index q = 0; q < rows; ++q)
+        even[q] = xsimd::fma(x0, detail::load_widened<Arch>(r[q] + i), even[q]);
+    }
+    for (Index q = 0; q < rows; ++q)
+      finish(j + q, even[q] + odd[q]);
   }
   for (; j < n; ++j) {
     batch acc(0.0f);

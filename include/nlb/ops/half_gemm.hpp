@@ -5,9 +5,10 @@
 //   nlb/kernels/half_weights.hpp read each 16-bit weight once and widen it in registers, split by
 //   output entries over threads like the float vector products (set_gemm_threads).
 // - Larger products (prefill, compute-bound): the weights are widened panel by panel into the
-//   scratch (a block of columns of W, or of rows of Wᵀ, of about widened_panel_values floats, so
-//   it stays in the L2 cache) and each panel is multiplied by Backend's float GEMM provider. The
-//   widening costs O(k·n) per product against the product's O(m·k·n).
+//   scratch (a block of columns of W, or of rows of Wᵀ, of about widened_panel_values floats)
+//   and each panel is multiplied by Backend's float GEMM provider. The widening runs on the
+//   calling thread (OpenMP threads that wait spinning would take the cores from the provider's
+//   own threads) and costs O(k·n) per product against the product's O(m·k·n).
 // Activations and accumulation are float: the weights' rounding to 16 bits is the only change
 // against the float model (the tolerance table bounds the logits' difference).
 #pragma once
@@ -23,9 +24,10 @@ namespace nlb::ops {
 
 namespace detail {
 
-/// Floats in one widened panel of a prefill product: 1 MiB, an L2 cache's worth on the CPUs
-/// this project measures.
-inline constexpr Index widened_panel_values = Index{1} << 18;
+/// Floats in one widened panel of a prefill product: 8 MiB, most of a GPT-2-small matrix. Few
+/// wide panels keep the provider's threads busy; panels of an L2's size (2^18 floats) cost
+/// 14–40% more time on 2 threads at T = 128 (docs/benchmarks.md).
+inline constexpr Index widened_panel_values = Index{1} << 21;
 
 // Columns per panel for a product with k-long columns: a multiple of 64, at least 64.
 inline Index widened_panel_width(Index k, Index n) {
