@@ -4,6 +4,7 @@
 
 #include "nlb/kernels/elu_feature.hpp"
 #include "nlb/kernels/gelu.hpp"
+#include "nlb/kernels/half_weights.hpp"
 #include "nlb/kernels/layer_norm.hpp"
 #include "nlb/kernels/log_sum_exp.hpp"
 #include "nlb/kernels/rotary.hpp"

@@ -5,6 +5,7 @@
 
 #include "nlb/ops/elementwise.hpp"
 #include "nlb/ops/gemm.hpp"
+#include "nlb/ops/half_gemm.hpp"
 #include "nlb/ops/layer_norm.hpp"
 #include "nlb/ops/rotary.hpp"
 #include "nlb/ops/rows.hpp"
