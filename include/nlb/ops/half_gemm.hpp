@@ -43,6 +43,47 @@ void check_half_product(const Lhs& lhs, Index k, Index n, const Dst& dst) {
   (void)lhs, (void)k, (void)n, (void)dst;
 }
 
+// dst (+)= lhs · w (Transposed = false; w [k, n]) or lhs · wᵀ (true; w [n, k]): one row through
+// the row kernels, split by output entries over threads; more rows by widened panels of
+// columns of w (or rows, transposed) and the float provider.
+template <bool Transposed, class Backend, class Dst, class Lhs, class H>
+void half_product(Backend backend, Dst&& dst, const Lhs& lhs, const HalfMatrix<H>& w,
+                  GemmScratch<float>& scratch, bool accumulate) {
+  const Index k = Transposed ? w.cols() : w.rows(), n = Transposed ? w.rows() : w.cols();
+  check_half_product(lhs, k, n, dst);
+  if (lhs.rows() == 1) {
+    const Eigen::Ref<const RowVector<float>> x = lhs.row(0);  // [1, k]
+    Eigen::Ref<RowVector<float>> y = dst.row(0);              // [1, n]
+    const auto run = [&](Index begin, Index end) {
+      if constexpr (Transposed)
+        kernels::half_vecmat_transposed(backend, x.data(), w.row(begin), k, k, y.data() + begin,
+                                        end - begin, accumulate);
+      else
+        kernels::half_vecmat(backend, x.data(), w.data() + begin, k, n, y.data() + begin,
+                             end - begin, accumulate);
+    };
+    if (!split_output_ranges(n, k * n, 16, run))
+      run(0, n);
+    return;
+  }
+  const Index width = widened_panel_width(k, n);
+  if (scratch.widened.size() < static_cast<std::size_t>(k * width))
+    scratch.widened.resize(static_cast<std::size_t>(k * width));
+  for (Index j = 0; j < n; j += width) {
+    const Index cols = std::min(width, n - j);
+    if constexpr (Transposed) {
+      Eigen::Map<RowMatrix<float>> panel(scratch.widened.data(), cols, k);  // [cols, k]
+      kernels::widen(backend, w.row(j), panel.data(), cols * k);
+      ops::gemm(backend, dst.middleCols(j, cols), lhs, panel.transpose(), scratch, accumulate);
+    } else {
+      Eigen::Map<RowMatrix<float>> panel(scratch.widened.data(), k, cols);  // [k, cols]
+      for (Index i = 0; i < k; ++i)
+        kernels::widen(backend, w.row(i) + j, panel.row(i).data(), cols);
+      ops::gemm(backend, dst.middleCols(j, cols), lhs, panel, scratch, accumulate);
+    }
+  }
+}
+
 }  // namespace detail
 
 /// dst (+ with `accumulate`)= lhs · rhs for 16-bit weights rhs [k, n]; lhs [m, k] and dst
@@ -51,29 +92,7 @@ void check_half_product(const Lhs& lhs, Index k, Index n, const Dst& dst) {
 template <class Backend, class Dst, class Lhs, class H>
 void gemm(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs, const HalfMatrix<H>& rhs,
           GemmScratch<float>& scratch, bool accumulate = false) {
-  const Index m = lhs.rows(), k = rhs.rows(), n = rhs.cols();
-  detail::check_half_product(lhs, k, n, dst);
-  if (m == 1) {
-    const Eigen::Ref<const RowVector<float>> x = lhs.derived().row(0);  // [1, k]
-    Eigen::Ref<RowVector<float>> y = dst.row(0);                        // [1, n]
-    const auto run = [&](Index begin, Index end) {
-      kernels::half_vecmat(backend, x.data(), rhs.data() + begin, k, n, y.data() + begin,
-                           end - begin, accumulate);
-    };
-    if (!detail::split_output_ranges(n, k * n, 16, run))
-      run(0, n);
-    return;
-  }
-  const Index width = detail::widened_panel_width(k, n);
-  if (scratch.widened.size() < static_cast<std::size_t>(k * width))
-    scratch.widened.resize(static_cast<std::size_t>(k * width));
-  for (Index j = 0; j < n; j += width) {
-    const Index w = std::min(width, n - j);
-    Eigen::Map<RowMatrix<float>> panel(scratch.widened.data(), k, w);  // [k, w]
-    for (Index i = 0; i < k; ++i)
-      kernels::widen(backend, rhs.row(i) + j, panel.row(i).data(), w);
-    gemm(backend, dst.middleCols(j, w), lhs, panel, scratch, accumulate);
-  }
+  detail::half_product<false>(backend, dst, lhs.derived(), rhs, scratch, accumulate);
 }
 
 /// dst (+ with `accumulate`)= lhs · rhsᵀ for 16-bit weights rhs [n, k] (`w.transpose()`), e.g.
@@ -82,29 +101,7 @@ void gemm(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs, const H
 template <class Backend, class Dst, class Lhs, class H>
 void gemm(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs,
           const HalfTransposed<H>& rhs, GemmScratch<float>& scratch, bool accumulate = false) {
-  const HalfMatrix<H>& w = rhs.matrix;
-  const Index m = lhs.rows(), k = w.cols(), n = w.rows();
-  detail::check_half_product(lhs, k, n, dst);
-  if (m == 1) {
-    const Eigen::Ref<const RowVector<float>> x = lhs.derived().row(0);  // [1, k]
-    Eigen::Ref<RowVector<float>> y = dst.row(0);                        // [1, n]
-    const auto run = [&](Index begin, Index end) {
-      kernels::half_vecmat_transposed(backend, x.data(), w.row(begin), k, k, y.data() + begin,
-                                      end - begin, accumulate);
-    };
-    if (!detail::split_output_ranges(n, k * n, 16, run))
-      run(0, n);
-    return;
-  }
-  const Index width = detail::widened_panel_width(k, n);
-  if (scratch.widened.size() < static_cast<std::size_t>(k * width))
-    scratch.widened.resize(static_cast<std::size_t>(k * width));
-  for (Index j = 0; j < n; j += width) {
-    const Index rows = std::min(width, n - j);
-    Eigen::Map<RowMatrix<float>> panel(scratch.widened.data(), rows, k);  // [rows, k]
-    kernels::widen(backend, w.row(j), panel.data(), rows * k);
-    gemm(backend, dst.middleCols(j, rows), lhs, panel.transpose(), scratch, accumulate);
-  }
+  detail::half_product<true>(backend, dst, lhs.derived(), rhs.matrix, scratch, accumulate);
 }
 
 /// dst = lhs · rhs + bias (the row vector `bias` in every row) for 16-bit weights rhs [k, n]:
