@@ -1,4 +1,5 @@
-// 16-bit weights (nlb/core/half_matrix.hpp, nlb/kernels/half_weights.hpp, nlb/ops/half_gemm.hpp):
+// 16-bit weights (nlb/core/weight_storage.hpp, nlb/core/half_matrix.hpp,
+// nlb/kernels/half_weights.hpp, nlb/ops/half_gemm.hpp):
 // - widening and rounding against the loader's own bit-level F16/BF16 codec (nlb/io/dtype.hpp,
 //   an independent implementation), over every 16-bit pattern;
 // - the row-vector kernels (scalar and SIMD) and ops::gemm with HalfMatrix operands (vector
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 
 #include "gemm_reference.hpp"
 #include "nlb/io/dtype.hpp"
@@ -91,6 +93,31 @@ BOOST_AUTO_TEST_CASE(half_matrix_rounds_like_the_loaders_encoder) {
   const RowMatrix<float> back = bf16.widened();
   BOOST_TEST(back(0, 2) == 1.0f);
   BOOST_TEST(static_cast<float>(f16.row_as(0)(1)) == 1.0f + 1.0f / 512);
+}
+
+// The storage policy (nlb/core/weight_storage.hpp): which matrix type each storage names, and
+// to_weight_storage moving float matrices through untouched and rounding for 16 bits.
+BOOST_AUTO_TEST_CASE(weight_storage_names_the_matrix_type_and_converts) {
+  static_assert(
+      std::is_same_v<nlb::weight_matrix<nlb::storage::f32, float, 4, 8>, RowMatrix<float, 4, 8>>);
+  static_assert(std::is_same_v<nlb::weight_matrix<nlb::storage::f16, float, 4, 8>,
+                               nlb::HalfMatrix<Eigen::half>>);
+  static_assert(std::is_same_v<nlb::weight_matrix<nlb::storage::bf16, double>,
+                               nlb::HalfMatrix<Eigen::bfloat16>>);
+  static_assert(std::is_same_v<nlb::backend::cpu::weights, nlb::storage::f32>);
+  static_assert(
+      std::is_same_v<nlb::backend::with_weights<nlb::storage::bf16>::weights, nlb::storage::bf16>);
+  static_assert(nlb::backend::is_simd<nlb::backend::with_weights<nlb::storage::f16>>);
+  static_assert(nlb::backend::is_host<nlb::backend::with_weights<nlb::storage::f16>>);
+  const RowMatrix<float> m = nlb::test::gaussian(3, 5, 9).cast<float>();
+  const RowMatrix<float> kept = nlb::to_weight_storage<nlb::storage::f32>(m);
+  BOOST_TEST((kept.array() == m.array()).all());
+  const auto rounded = nlb::to_weight_storage<nlb::storage::bf16>(m);
+  BOOST_TEST(rounded.rows() == 3);
+  BOOST_TEST(rounded.cols() == 5);
+  for (Index i = 0; i < m.size(); ++i)
+    BOOST_TEST(static_cast<float>(rounded.data()[i]) ==
+               nlb::io::bf16_bits_to_float(nlb::io::to_bf16_bits(m.data()[i])));
 }
 
 // x [1, k] · W and x · Wᵀ by the row kernels, against the double loop over widened weights.
