@@ -331,27 +331,27 @@ BENCHMARK(BM_read_bandwidth)
     ->ArgsProduct({{1, 2}, {512, 2048}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-// prompt 16 + 128 new tokens, and the last 128 positions of a 1024-token context; float and
-// 16-bit weight matrices side by side.
-#define NLB_DECODE_ARGS     \
-  ->Args({16, 128, 1})      \
-      ->Args({16, 128, 2})  \
-      ->Args({896, 128, 1}) \
-      ->Args({896, 128, 2}) \
-      ->Iterations(3)       \
-      ->UseManualTime()     \
-      ->Unit(benchmark::kMillisecond)
-BENCHMARK_TEMPLATE(BM_decode, nlb::storage::f32) NLB_DECODE_ARGS;
-BENCHMARK_TEMPLATE(BM_decode, nlb::storage::bf16) NLB_DECODE_ARGS;
-BENCHMARK_TEMPLATE(BM_decode, nlb::storage::f16) NLB_DECODE_ARGS;
-#define NLB_PREFILL_ARGS               \
-  ->ArgsProduct({{128, 1024}, {1, 2}}) \
-      ->Iterations(5)                  \
-      ->UseManualTime()                \
-      ->Unit(benchmark::kMillisecond)
-BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::f32) NLB_PREFILL_ARGS;
-BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::bf16) NLB_PREFILL_ARGS;
-BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::f16) NLB_PREFILL_ARGS;
+// prompt 16 + 128 new tokens, and the last 128 positions of a 1024-token context, on 1 and 2
+// threads; float and 16-bit weight matrices side by side.
+void decode_runs(benchmark::internal::Benchmark* b) {
+  b->ArgsProduct({{16, 896}, {128}, {1, 2}})
+      ->Iterations(3)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+}
+BENCHMARK_TEMPLATE(BM_decode, nlb::storage::f32)->Apply(decode_runs);
+BENCHMARK_TEMPLATE(BM_decode, nlb::storage::bf16)->Apply(decode_runs);
+BENCHMARK_TEMPLATE(BM_decode, nlb::storage::f16)->Apply(decode_runs);
+// One forward of 128 and of 1024 tokens, on 1 and 2 threads.
+void prefill_runs(benchmark::internal::Benchmark* b) {
+  b->ArgsProduct({{128, 1024}, {1, 2}})
+      ->Iterations(5)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+}
+BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::f32)->Apply(prefill_runs);
+BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::bf16)->Apply(prefill_runs);
+BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::f16)->Apply(prefill_runs);
 BENCHMARK(BM_decode_dense)
     ->Arg(1)
     ->Arg(2)

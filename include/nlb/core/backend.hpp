@@ -53,7 +53,7 @@ struct with_weights : Base {
   static_assert(storage::is_half<Weights>,
                 "backend::with_weights<Weights, Base>: Weights is storage::f16 or storage::bf16 "
                 "(storage::f32 is every backend's default)");
-  static_assert(std::is_base_of_v<scalar, Base> && storage::is_storage<typename Base::weights> &&
+  static_assert(std::is_base_of_v<scalar, Base> &&
                     std::is_same_v<typename Base::weights, storage::f32>,
                 "backend::with_weights<Weights, Base>: Base is a CPU backend with float weights");
   using weights = Weights;

@@ -31,8 +31,9 @@ struct HalfTransposed {
 };
 
 /// Shape [rows, cols], row-major and contiguous; element H is Eigen::half or Eigen::bfloat16.
-/// Built from a float or double matrix by rounding every value to nearest-even (values beyond
-/// the 16-bit range become ±infinity, as the cast does). O(rows · cols).
+/// Built from an Eigen matrix by rounding every value to float and then to nearest-even H
+/// (exactly nearest-even for float input; values beyond the 16-bit range become ±infinity, as
+/// the cast does). O(rows · cols).
 template <class H>
 class HalfMatrix {
   static_assert(is_half_element<H>, "HalfMatrix<H>: H must be Eigen::half or Eigen::bfloat16");
@@ -42,7 +43,7 @@ class HalfMatrix {
 
   HalfMatrix() = default;
 
-  /// Rounds every value of `m` to H.
+  /// Rounds every value of `m` to H (through float).
   template <class Derived>
   explicit HalfMatrix(const Eigen::MatrixBase<Derived>& m)
       : rows_(m.rows()), cols_(m.cols()), values_(static_cast<std::size_t>(m.size())) {

@@ -15,16 +15,12 @@
 
 namespace nlb::storage {
 
-struct f32 {
-  static constexpr const char* name = "f32";
-};
+struct f32 {};
 struct f16 {
   using element = Eigen::half;
-  static constexpr const char* name = "f16";
 };
 struct bf16 {
   using element = Eigen::bfloat16;
-  static constexpr const char* name = "bf16";
 };
 
 template <class S>
@@ -55,7 +51,7 @@ template <class S, class T, int Rows = Dynamic, int Cols = Dynamic>
 using weight_matrix = typename storage::detail::weight_matrix_of<S, T, Rows, Cols>::type;
 
 /// The Eigen matrix `m` in storage S: moved through for storage::f32, rounded to 16 bits
-/// otherwise. O(size).
+/// otherwise (as HalfMatrix rounds). O(size).
 template <class S, class M>
 requires std::is_base_of_v<Eigen::MatrixBase<M>, M>
 auto to_weight_storage(M m) {
