@@ -12,6 +12,7 @@
 #include "nlb/analysis/flops.hpp"
 #include "nlb/analysis/gate_training.hpp"
 #include "nlb/analysis/joint_gating.hpp"
+#include "nlb/analysis/label_rows.hpp"
 #include "nlb/analysis/mlp_variants.hpp"
 #include "nlb/analysis/probes.hpp"
 #include "nlb/analysis/tap_collection.hpp"

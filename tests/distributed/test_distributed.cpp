@@ -297,6 +297,72 @@ BOOST_AUTO_TEST_CASE(gate_fitted_over_ranks_equals_one_fit) {
     BOOST_TEST(std::equal(theta.begin(), theta.end(), all.begin() + r * std::ptrdiff_t(d + 1)));
 }
 
+BOOST_AUTO_TEST_CASE(label_stage_with_split_features_equals_one_process) {
+  // The label stage with each rank collecting the gate features of its own label windows
+  // (gate_features = split: the gates' sums reduced over the ranks, the scores gathered) against
+  // one process that collects them all: 16 label windows of 64 tokens (2 ranks: 8 + 8; 3 ranks:
+  // 6 + 5 + 5, the second rank's rows straddling the training / held-out boundary at row 806).
+  const Model model = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
+  nlb::BudgetProtocol p;
+  p.context = 64;
+  p.fit_tokens = 600;
+  p.label_tokens = 1008;       // 16 windows of 63 predicted positions
+  p.calibration_tokens = 630;  // 10 windows after them
+  p.budgets_pct = {3.0};
+  const auto fit = nlb::fit_surrogates(model, text("kjv-fit.txt", 1024), p);
+  const auto tokens = text("kjv-label.txt", 26 * 64);
+  std::vector<std::pair<std::string, double>> times;
+  const auto one = nlb::run_label_stage(model, fit, tokens, p, {}, times);
+  p.gate_features = nlb::GateFeatures::split;
+  const auto engine = dist::sharded_engine(model, comm());
+  const auto split = nlb::run_label_stage(model, fit, tokens, p, {}, times, "label", engine);
+  // The losses come from the same windows' arithmetic: equal bits.
+  BOOST_TEST(split.base_losses == one.base_losses);
+  BOOST_TEST(split.delta == one.delta);
+  double weights = 0, thresholds = 0;
+  for (std::size_t l = 0; l < one.gates.size(); ++l) {
+    const auto& a = one.gates[l];
+    const auto& b = split.gates[l];
+    BOOST_TEST(b.label_threshold == a.label_threshold);  // from δ alone
+    BOOST_TEST(b.train_positions == a.train_positions);
+    BOOST_TEST(b.fit.iterations == a.fit.iterations);
+    weights = std::max(weights,
+                       (b.gate.unfolded_weight() - a.gate.unfolded_weight()).cwiseAbs().maxCoeff());
+    weights = std::max(weights, std::abs(b.gate.unfolded_bias() - a.gate.unfolded_bias()));
+    // Held-out AUCs are rank statistics of scores that differ by rounding: equal unless two
+    // held-out scores swap places.
+    BOOST_TEST(b.holdout_auc == a.holdout_auc);
+    BOOST_TEST(split.probes[l].embedding == one.probes[l].embedding);
+    BOOST_TEST(split.probes[l].context == one.probes[l].context);
+    for (std::size_t k = 1; k < one.thresholds[l].size(); ++k) {
+      thresholds = std::max(thresholds, std::abs(split.thresholds[l][k] - one.thresholds[l][k]) /
+                                            std::max(1.0, std::abs(one.thresholds[l][k])));
+    }
+  }
+  BOOST_TEST_MESSAGE("label stage, gate features split over "
+                     << comm().size() << " ranks: max |Δθ| " << weights
+                     << ", max relative Δ threshold " << thresholds);
+  BOOST_TEST(weights <= tol::gate_split_features_abs);
+  BOOST_TEST(thresholds <= tol::gate_split_features_abs);
+  // The same states chosen, with the same measured costs (no row routed differently).
+  BOOST_REQUIRE_EQUAL(split.joint.size(), one.joint.size());
+  for (std::size_t b = 0; b < one.joint.size(); ++b) {
+    BOOST_TEST(split.joint[b].fractions == one.joint[b].fractions);
+    BOOST_TEST(split.joint[b].label_delta_pct == one.joint[b].label_delta_pct);
+    BOOST_TEST(split.joint[b].calibration_delta_pct.value ==
+               one.joint[b].calibration_delta_pct.value);
+    BOOST_TEST(split.joint[b].calibration_delta_pct.high ==
+               one.joint[b].calibration_delta_pct.high);
+  }
+  BOOST_TEST(std::any_of(one.joint[0].fractions.begin(), one.joint[0].fractions.end(),
+                         [](double f) { return f > 0; }));  // some layer gated: not trivial
+  // A rank's rows collected here: its windows' share of the label rows only.
+  const nlb::LabelRows rows = engine.label_rows(p.label_windows());
+  const auto mine = dist::window_shard(p.label_windows(), comm().rank(), comm().size());
+  BOOST_TEST(rows.first_window == mine.first);
+  BOOST_TEST(rows.windows == mine.count);
+}
+
 BOOST_AUTO_TEST_CASE(ridge_statistics_packed_round_trip_and_refusals) {
   nlb::RidgeStats<> s(4, 2);
   nlb::RowMatrix<double> x = nlb::RowMatrix<double>::Random(9, 4);

@@ -10,6 +10,7 @@
 #include "cli_runner.hpp"
 #include "report_json.hpp"
 #include "scratch_dir.hpp"
+#include "tolerances.hpp"
 
 #ifndef NLB_MPIEXEC
 #error "test_nlb_mpi needs NLB_MPIEXEC, the MPI launcher (tests/CMakeLists.txt)"
@@ -18,6 +19,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+namespace tol = nlb::test::tol;
 using json = nlohmann::json;
 using nlb::test::contains;
 using nlb::test::slurp;
@@ -58,10 +60,27 @@ struct Inputs {
   }
 };
 
-void check_budget_equal(const std::string& model) {
+void check_budget_equal(const std::string& model, bool also_split = false) {
   Inputs in;
   const auto one = run(in.dir.path, 0, in.budget(model, in.dir.path / "one"));
   BOOST_REQUIRE_MESSAGE(one.exit_code == 0, one.err);
+  if (also_split) {
+    // Each rank collects the gate features of its own label windows and the gates are fitted
+    // over both ranks: every field within tol::budget_split_features_rel of one process's
+    // (the gates differ by rounding only; no row routes differently on these inputs).
+    const auto split =
+        run(in.dir.path, 2, in.budget(model, in.dir.path / "split") + " --gate-features split");
+    BOOST_REQUIRE_MESSAGE(split.exit_code == 0, split.err);
+    const json a = json::parse(slurp(in.dir.path / "one/report.json"));
+    const json c = json::parse(slurp(in.dir.path / "split/report.json"));
+    BOOST_TEST(a["protocol"]["gate_features"] == "replicated");
+    BOOST_TEST(c["protocol"]["gate_features"] == "split");
+    const std::string difference = nlb::test::first_difference(
+        nlb::test::without_timing(a, {"ranks", "gate_features"}),
+        nlb::test::without_timing(c, {"ranks", "gate_features"}), tol::budget_split_features_rel);
+    BOOST_TEST(difference.empty(), model << ": split gate features: " << difference);
+    BOOST_TEST(contains(slurp(in.dir.path / "split/report.md"), "its own label windows"));
+  }
   const auto two = run(in.dir.path, 2, in.budget(model, in.dir.path / "two"));
   BOOST_REQUIRE_MESSAGE(two.exit_code == 0, two.err);
   const json a = json::parse(slurp(in.dir.path / "one/report.json"));
@@ -84,7 +103,7 @@ void check_budget_equal(const std::string& model) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(budget_on_two_ranks_equals_one_process_gpt2) {
-  check_budget_equal("tiny-gpt2");
+  check_budget_equal("tiny-gpt2", true);
 }
 
 BOOST_AUTO_TEST_CASE(budget_on_two_ranks_equals_one_process_neox) {

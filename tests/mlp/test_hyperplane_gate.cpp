@@ -436,6 +436,11 @@ BOOST_AUTO_TEST_CASE(ties_follow_the_documented_rule) {
     BOOST_TEST_MESSAGE("fraction " << fraction << ": " << count << " rows routed linear");
     BOOST_TEST(count == expected);
     BOOST_TEST(std::abs(count - std::lround(fraction * 10.0)) <= 1);
+    // The same cut from the scores alone, in another order (as gathered from several
+    // processes): the hand-worked count again.
+    std::vector<double> gathered(scores.rbegin(), scores.rend());
+    gate.calibrate_linear_fraction_of_scores(gathered, fraction);
+    BOOST_TEST(routed_count(gate, x) == expected);
   }
   // All scores equal: only 0 or 10 are achievable. 0.5 → want 5, a draw → 0; 0.7 → 10.
   const auto flat = rows_with_scores(std::vector<double>(10, 2.0));
@@ -525,6 +530,14 @@ BOOST_AUTO_TEST_CASE(scoring_and_calibration_reject_bad_arguments) {
   check_throws_expected<nlb::ArgumentError>([&] { gate.calibrate_linear_fraction(x, 1.5); });
   check_throws_expected<nlb::ArgumentError>(
       [&] { gate.calibrate_linear_fraction(x, std::nan("")); });
+  check_throws_expected<nlb::ArgumentError>([&] {
+    gate.calibrate_linear_fraction_of_scores({1.0, 2.0}, 1.5);
+  });
+  check_throws_expected<nlb::ShapeError>(
+      [&] { gate.calibrate_linear_fraction_of_scores({}, 0.5); });
+  check_throws_expected<nlb::NumericError>([&] {
+    gate.calibrate_linear_fraction_of_scores({1.0, std::nan("")}, 0.5);
+  });
   check_throws_expected<nlb::ShapeError>([&] { gate.score(Eigen::MatrixXd::Ones(4, 2)); });
   nlb::ColVector<double> too_short(3);
   check_throws_expected<nlb::ShapeError>([&] { gate.score(x, too_short); });

@@ -414,6 +414,10 @@ BOOST_AUTO_TEST_CASE(bad_inputs_fail_cleanly_and_leave_no_report) {
       {"negative budget", "--budget-pct 1 --budget-pct -2", 2, {"--budget-pct", "\"-2\""}},
       {"budget not a number", "--budget-pct x", 2, {"--budget-pct"}},
       {"no decode steps", "--decode-steps 0", 2, {"--decode-steps", "\"0\""}},
+      {"unknown gate features",
+       "--gate-features some",
+       2,
+       {"--gate-features", "replicated or split", "\"some\""}},
   };
   for (const auto& c : cases) {
     const auto r = run_budget(in.dir, base + c.args);

@@ -204,6 +204,7 @@ std::string budget_report_json(const BudgetReport<float>& r, const BudgetSources
       {"token_format", src.token_format},
       {"device", src.device},
       {"ranks", src.ranks},
+      {"gate_features", to_string(p.gate_features)},
       {"context", p.context},
       {"windows",
        "non-overlapping, consecutive from the file start, a shorter last window dropped"},
@@ -461,6 +462,10 @@ std::string budget_report_markdown(const BudgetReport<float>& r, const BudgetSou
      << (src.device == "cpu" ? "" : " device (fits and searches on the host, in float64)")
      << (src.ranks > 1 ? ", their windows spread over " + std::to_string(src.ranks) + " MPI ranks"
                        : std::string())
+     << (src.ranks > 1 && p.gate_features == GateFeatures::split
+             ? " (each rank collecting the gate features of its own label windows; the gates "
+               "fitted over the ranks)"
+             : std::string())
      << ". Intervals: paired bootstrap over eval windows, " << p.bootstrap_resamples
      << " resamples, seed " << p.seed << ", 95%.\n\n";
   md << "## Baseline and all-linear cost per layer\n\n"

@@ -141,7 +141,8 @@ int run_budget(const std::vector<std::string>& argv) {
                    "seed",
                    "decode-steps",
                    "out",
-                   "device"},
+                   "device",
+                   "gate-features"},
                   {"json", "attention"},
                   {{"tokens",
                     "--fit-tokens-file FILE, --label-tokens-file FILE, --eval-tokens-file FILE and "
@@ -168,6 +169,14 @@ int run_budget(const std::vector<std::string>& argv) {
     protocol.calibration_search = CalibrationSearch::greedy;
   else
     throw UsageError("option --calibration: expected allocation or greedy, found \"" + search +
+                     "\"");
+  const std::string features = args.get("gate-features", to_string(protocol.gate_features));
+  if (features == "replicated")
+    protocol.gate_features = GateFeatures::replicated;
+  else if (features == "split")
+    protocol.gate_features = GateFeatures::split;
+  else
+    throw UsageError("option --gate-features: expected replicated or split, found \"" + features +
                      "\"");
   protocol.across_attention = args.flag("attention");
   if (protocol.across_attention && protocol.calibration_search != CalibrationSearch::allocation)

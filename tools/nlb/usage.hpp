@@ -123,6 +123,7 @@ inline const std::vector<CommandHelp>& command_help() {
          "                  [--attention] [--context N] [--lambda L] [--budget-pct P ...] [--seed "
          "S]\n"
          "                  [--decode-steps N] [--out DIR] [--device cpu|cuda] [--json]\n"
+         "                  [--gate-features replicated|split]\n"
          "       nlb budget --model DIR --fit-tokens-file F --label-tokens-file F\n"
          "                  --eval-tokens-file F --cross-tokens-file F [--token-dtype u32] ...\n\n"
          "The MLP budget report of PAPERS §A (docs/budget.md). With no arguments: the shipped\n"
@@ -156,6 +157,13 @@ inline const std::vector<CommandHelp>& command_help() {
              "                        meets each budget; greedy: the earlier search on the label\n"
              "                        set (default " +
              std::string(to_string(protocol.calibration_search)) +
+             ")\n"
+             "  --gate-features G     under mpirun: replicated (every rank collects every label\n"
+             "                        position's gate features; the report equals one\n"
+             "                        process's bit for bit) or split (each rank its own label\n"
+             "                        windows', the gates fitted over the ranks: equal up to\n"
+             "                        rounding; docs/scaling.md) (default " +
+             std::string(to_string(protocol.gate_features)) +
              ")\n"
              "  --attention           also spend each budget across MLP gates and attention\n"
              "                        conversions together (skew rank, linear attention, scalar\n"

@@ -32,6 +32,7 @@
 #include "nlb/analysis/flops.hpp"
 #include "nlb/analysis/gate_training.hpp"
 #include "nlb/analysis/joint_gating.hpp"
+#include "nlb/analysis/label_rows.hpp"
 #include "nlb/analysis/mlp_variants.hpp"
 #include "nlb/analysis/probes.hpp"
 #include "nlb/analysis/tap_collection.hpp"
@@ -186,20 +187,21 @@ WindowSetMeasure<T, Backend> calibration_measure(const Transformer<T, Backend>& 
 // label windows; with the greedy search, the greedy path on the label set (joint_gating.hpp),
 // each chosen state then measured on the calibration split. Either way every chosen state has
 // its label and calibration Δ%. Needs out.gates, out.base_losses and label_tokens holding the
-// label windows followed by the calibration windows.
+// label windows followed by the calibration windows; label_x holds the label rows of `rows`.
 template <class T, class Backend>
 void run_joint_calibration(const Transformer<T, Backend>& model,
                            const SurrogateFit<T, Backend>& fit,
                            std::span<const std::int32_t> label_tokens,
                            const std::vector<Activations<T>>& label_x,
                            const BudgetProtocol& protocol, const BudgetObserver& obs,
-                           const VariantEngine<T, Backend>& engine, LabelStage<T, Backend>& out) {
+                           const VariantEngine<T, Backend>& engine, LabelStage<T, Backend>& out,
+                           const LabelRows& rows = {}) {
   using Variants = std::vector<MlpVariant<T, Backend>>;
   const Index layers = model.layer_count();
   const Index ctx = protocol.context;
   const auto steps = static_cast<Index>(std::llround(1.0 / protocol.calibration_step));
   const auto gates = out.plain_gates();
-  out.thresholds = fraction_thresholds(gates, label_x, steps);
+  out.thresholds = fraction_thresholds(gates, label_x, steps, rows);
   const auto& thresholds = out.thresholds;
   out.calibration_windows = protocol.calibration_windows();
   const std::size_t cache_bytes = std::size_t{1} << 30;
@@ -327,7 +329,10 @@ void run_joint_calibration(const Transformer<T, Backend>& model,
 /// held-out AUC, the probes on e and c = x − e (§A4), and the joint calibration for every
 /// budget (§A7; protocol.calibration_search, on the calibration split: the calibration_windows()
 /// windows of `label_tokens` after the label windows). Reads only `label_tokens` (and the
-/// surrogates). Throws ArgumentError naming `what` when there are too few tokens.
+/// surrogates). Throws ArgumentError naming `what` when there are too few tokens. With
+/// protocol.gate_features = split and an engine with label_rows, this process collects the
+/// features of its own label windows only and the gates are fitted over all processes
+/// (docs/scaling.md); every process must call together.
 template <class T, class Backend>
 LabelStage<T, Backend> run_label_stage(const Transformer<T, Backend>& model,
                                        const SurrogateFit<T, Backend>& fit,
@@ -345,11 +350,23 @@ LabelStage<T, Backend> run_label_stage(const Transformer<T, Backend>& model,
   require_windows(what, label_tokens, out.windows + protocol.calibration_windows(), ctx,
                   std::to_string(n) + " label positions and " +
                       std::to_string(protocol.calibration_tokens) + " calibration positions");
-  LabelTapCollector<T> taps(layers, model.config().d_model, ctx, n);
+  // The label rows whose gate features this process collects: all of them, or with
+  // gate_features = split and an engine that offers it, those of its own windows.
+  LabelRows rows;
+  if (protocol.gate_features == GateFeatures::split && engine.label_rows)
+    rows = engine.label_rows(out.windows);
+  const Index rows_here = rows.place(ctx, n);
+  LabelTapCollector<T> taps(layers, model.config().d_model, ctx, rows_here);
   detail::budget_stage(obs, times, "label: delta per position", [&] {
     const auto variants = one_layer_linear_variants(fit.surrogates);
     VariantLosses r;
-    if (engine.active()) {
+    if (rows.split()) {
+      // The features of this process's windows here, every window's losses through the engine.
+      const auto mine = label_tokens.subspan(static_cast<std::size_t>(rows.first_window * ctx),
+                                             static_cast<std::size_t>(rows.windows * ctx));
+      measure_variants(model, mine, rows.windows, ctx, {}, true, taps);
+      r = engine.measure(label_tokens, out.windows, ctx, variants, true, detail::counter_of(obs));
+    } else if (engine.active()) {
       // The taps read activations on the host: one unmodified pass here, the losses there.
       measure_variants(model, label_tokens, out.windows, ctx, {}, true, taps);
       r = engine.measure(label_tokens, out.windows, ctx, variants, true, detail::counter_of(obs));
@@ -373,15 +390,16 @@ LabelStage<T, Backend> run_label_stage(const Transformer<T, Backend>& model,
   detail::budget_stage(obs, times, "label: gates and probes", [&] {
     for (Index l = 0; l < layers; ++l) {
       const auto ls = static_cast<std::size_t>(l);
-      out.gates.push_back(train_gate<T>(acts.x[ls], out.delta[ls], n_train));
-      out.probes.push_back(
-          probe_aucs<T>(acts.x[ls], acts.e, out.delta[ls], n_train, out.gates.back().holdout_auc));
+      out.gates.push_back(train_gate<T>(acts.x[ls], out.delta[ls], n_train, rows));
+      out.probes.push_back(probe_aucs<T>(acts.x[ls], acts.e, out.delta[ls], n_train,
+                                         out.gates.back().holdout_auc, rows));
       if (obs.counter)
         obs.counter(l + 1, layers);
     }
   });
   detail::budget_stage(obs, times, "label: joint calibration", [&] {
-    detail::run_joint_calibration(model, fit, label_tokens, acts.x, protocol, obs, engine, out);
+    detail::run_joint_calibration(model, fit, label_tokens, acts.x, protocol, obs, engine, out,
+                                  rows);
   });
   return out;
 }

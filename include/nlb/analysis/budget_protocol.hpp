@@ -24,6 +24,21 @@ inline const char* to_string(CalibrationSearch s) {
   return s == CalibrationSearch::allocation ? "allocation" : "greedy";
 }
 
+/// Where the label stage's gate features live when the passes are spread over processes
+/// (a VariantEngine with label_rows, e.g. MPI ranks; docs/scaling.md).
+/// - replicated: every process collects every label position's features and fits every gate
+///   itself: the report equals one process's bit for bit. The default.
+/// - split: each process collects the features of its own label windows only (memory and the
+///   collection pass divided by the process count); the gates' Newton sums are reduced over the
+///   processes and one score per row is gathered, so the gates equal one process's to within
+///   the reduction's rounding (~1e-10) and a row at a threshold can route differently.
+/// With one process both are the same computation.
+enum class GateFeatures { replicated, split };
+
+inline const char* to_string(GateFeatures g) {
+  return g == GateFeatures::replicated ? "replicated" : "split";
+}
+
 /// Every setting of the MLP budget pipeline (analysis/budget.hpp). The defaults are the
 /// `nlb budget` defaults; docs/budget.md explains each one.
 ///
@@ -58,6 +73,9 @@ struct BudgetProtocol {
   /// Also spend each budget across MLP gates and attention conversions (run_across_stage,
   /// `nlb budget --attention`); needs the allocation search.
   bool across_attention = false;
+  /// Label features on every process or each process's own (only with a VariantEngine that
+  /// offers label_rows; otherwise every row is here either way).
+  GateFeatures gate_features = GateFeatures::replicated;
   Index allocation_tries = 10;   ///< knapsack solves per budget (each ≤ 1 joint calibration pass)
   double no_fly_delta = 0.05;    ///< a token is "no-fly" if its mean δ exceeds this (PAPERS §A4)
   Index no_fly_min_count = 10;   ///< ... over at least this many occurrences (PAPERS §A4)

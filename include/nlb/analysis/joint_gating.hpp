@@ -12,6 +12,7 @@
 
 #include "nlb/analysis/bootstrap.hpp"
 #include "nlb/analysis/flops.hpp"
+#include "nlb/analysis/label_rows.hpp"
 #include "nlb/analysis/mlp_variants.hpp"
 #include "nlb/core.hpp"
 #include "nlb/model/loss.hpp"
@@ -65,17 +66,26 @@ struct JointCalibration {
 
 /// The gates' thresholds for a fraction grid: thresholds[l][k] routes round(k · step · N) of the
 /// N label rows of layer l linear (HyperplaneGate::calibrate_linear_fraction on the label x).
+/// With `rows` split (nlb/analysis/label_rows.hpp) label_x holds this process's rows only and
+/// the scores of all holders are gathered first (every holder calls together). O(L N d +
+/// L steps N log N).
 template <class T>
 std::vector<std::vector<double>> fraction_thresholds(const std::vector<HyperplaneGate<T>>& gates,
                                                      const std::vector<Activations<T>>& label_x,
-                                                     Index steps) {
+                                                     Index steps, const LabelRows& rows = {}) {
   std::vector<std::vector<double>> out(gates.size());
   for (std::size_t l = 0; l < gates.size(); ++l) {
     HyperplaneGate<T> g = gates[l];
+    const ColVector<T> here = g.score(label_x[l]);
+    std::vector<T> scores(here.data(), here.data() + here.size());
+    if (rows.split()) {
+      const std::vector<double> all = rows.all(std::vector<double>(scores.begin(), scores.end()));
+      scores.assign(all.begin(), all.end());  // exact: the values were T
+    }
     out[l].push_back(std::numeric_limits<double>::infinity());
     for (Index k = 1; k <= steps; ++k) {
       const double f = std::min(1.0, static_cast<double>(k) / static_cast<double>(steps));
-      out[l].push_back(static_cast<double>(g.calibrate_linear_fraction(label_x[l], f)));
+      out[l].push_back(static_cast<double>(g.calibrate_linear_fraction_of_scores(scores, f)));
     }
   }
   return out;

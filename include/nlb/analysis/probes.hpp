@@ -24,16 +24,18 @@ struct ProbeAucs {
 
 /// Trains the gate of train_gate (same labels, same split) on e and on c = x − e and returns
 /// the three held-out AUCs; `full_auc` is the x gate's, already trained by the caller.
-/// x, e [N, d]; delta [N]. Cost: two gate fits.
+/// x, e [N, d]; delta [N]; with `rows` split, x and e hold the rows of train_gate's `rows`
+/// only. Cost: two gate fits.
 template <class T>
 ProbeAucs probe_aucs(const Activations<T>& x, const Activations<T>& e,
-                     std::span<const double> delta, Index n_train, double full_auc) {
+                     std::span<const double> delta, Index n_train, double full_auc,
+                     const LabelRows& rows = {}) {
   check_dim("probe_aucs: e rows (x rows)", x.rows(), e.rows());
   ProbeAucs out;
   out.full = full_auc;
-  out.embedding = train_gate<T>(e, delta, n_train).holdout_auc;
+  out.embedding = train_gate<T>(e, delta, n_train, rows).holdout_auc;
   const Activations<T> c = x - e;
-  out.context = train_gate<T>(c, delta, n_train).holdout_auc;
+  out.context = train_gate<T>(c, delta, n_train, rows).holdout_auc;
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nlb/analysis/joint_gating.hpp"
+#include "nlb/analysis/label_rows.hpp"
 #include "nlb/analysis/mlp_variants.hpp"
 
 namespace nlb {
@@ -39,6 +40,11 @@ struct VariantEngine {
   std::function<ForwardTiming(Tokens tokens, Index steps, const MlpVariant<T, Backend>& variant,
                               Index repetitions)>
       time_decode;
+  /// Optional: which label windows' gate features this process holds when the label stage
+  /// splits them (BudgetProtocol::gate_features = split) — first_window, windows, the fit's
+  /// reductions and the gathering of the LabelRows (analysis/label_rows.hpp) for `windows` label
+  /// windows. Empty: every process holds every row.
+  std::function<LabelRows(Index windows)> label_rows;
 
   /// True when the passes run elsewhere than on the host model.
   bool active() const { return static_cast<bool>(measure); }

@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "nlb/analysis/joint_gating.hpp"
+#include "nlb/analysis/label_rows.hpp"
 #include "nlb/analysis/mlp_variants.hpp"
 #include "nlb/analysis/variant_engine.hpp"
 #include "nlb/distributed/communicator.hpp"
+#include "nlb/distributed/row_parts.hpp"
 #include "nlb/distributed/window_shard.hpp"
 #include "nlb/model/transformer.hpp"
 
@@ -61,6 +63,10 @@ inline void gather_variant_losses(const Communicator& comm, const VariantLosses&
 /// each rank keeps the unmodified stream of its shard (PrefixStreams, when it needs at most
 /// `prefix_bytes` per rank; default 1 GiB, as calibrate_joint's own cache), and later calls on the
 /// same windows reuse it — the same losses as from the embedding, bit for bit.
+///
+/// label_rows: each rank's label windows are its window_shard, the fit's sums are reduced with
+/// row_parts(comm) and the scores gathered with all_gather (rank order = window order), for
+/// BudgetProtocol::gate_features = split.
 template <class T, class Backend>
 VariantEngine<T, Backend> sharded_engine(const Transformer<T, Backend>& model,
                                          const Communicator& comm,
@@ -90,6 +96,15 @@ VariantEngine<T, Backend> sharded_engine(const Transformer<T, Backend>& model,
                                                 with_base, NoTaps{}, scaled, prefix.get());
     gather_variant_losses(comm, mine, with_base, out);
     return out;
+  };
+  engine.label_rows = [&comm](Index windows) {
+    const WindowShard shard = window_shard(windows, comm.rank(), comm.size());
+    LabelRows rows;
+    rows.first_window = shard.first;
+    rows.windows = shard.count;
+    rows.parts = row_parts(comm);
+    rows.concatenate = [&comm](std::span<const double> mine) { return comm.all_gather(mine); };
+    return rows;
   };
   engine.time_forward = [&model](typename Engine::Tokens tokens, Index windows, Index context,
                                  const MlpVariant<T, Backend>& variant, Index repetitions) {

@@ -191,25 +191,35 @@ class HyperplaneGate {
   /// Throws ArgumentError (fraction NaN or outside [0, 1]), ShapeError (no rows, column
   /// mismatch), NumericError (a NaN score). O(N d + N log N).
   T calibrate_linear_fraction(const Eigen::Ref<const Activations<T>>& X, double fraction) {
-    if (!(fraction >= 0.0 && fraction <= 1.0)) {
-      throw ArgumentError(detail::expected_found(
-          "HyperplaneGate::calibrate_linear_fraction fraction", "a value in [0, 1]", fraction));
-    }
+    check_fraction(fraction);
     if (X.rows() == 0) {
       throw ShapeError(detail::expected_found(
           "HyperplaneGate::calibrate_linear_fraction activation rows", "at least 1", 0));
     }
     const ColVector<T> scores = score(X);
-    std::vector<T> sorted(scores.data(), scores.data() + scores.size());
-    for (Index i = 0; i < scores.size(); ++i) {
-      if (std::isnan(scores(i))) {
+    return calibrate_linear_fraction_of_scores(
+        std::vector<T>(scores.data(), scores.data() + scores.size()), fraction);
+  }
+
+  /// calibrate_linear_fraction over scores already computed with this gate (score()): the rows
+  /// of several processes gathered, for one threshold over all of them (docs/scaling.md). Same
+  /// rule, same errors (ShapeError: no scores). O(N log N).
+  T calibrate_linear_fraction_of_scores(std::vector<T> scores, double fraction) {
+    check_fraction(fraction);
+    if (scores.empty()) {
+      throw ShapeError(detail::expected_found(
+          "HyperplaneGate::calibrate_linear_fraction activation rows", "at least 1", 0));
+    }
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+      if (std::isnan(scores[i])) {
         throw NumericError(detail::expected_found(
             "HyperplaneGate::calibrate_linear_fraction score of row " + std::to_string(i),
             "a number", "NaN"));
       }
     }
-    const auto wanted = static_cast<Index>(std::llround(fraction * static_cast<double>(X.rows())));
-    threshold_ = mlp::detail::threshold_for_count(sorted, wanted);
+    const auto wanted =
+        static_cast<Index>(std::llround(fraction * static_cast<double>(scores.size())));
+    threshold_ = mlp::detail::threshold_for_count(scores, wanted);
     return threshold_;
   }
 
@@ -259,6 +269,12 @@ class HyperplaneGate {
     }
   }
 
+  static void check_fraction(double fraction) {
+    if (!(fraction >= 0.0 && fraction <= 1.0)) {
+      throw ArgumentError(detail::expected_found(
+          "HyperplaneGate::calibrate_linear_fraction fraction", "a value in [0, 1]", fraction));
+    }
+  }
   static void check_labels(std::span<const std::uint8_t> labels, const RowParts& parts) {
     double counts[2] = {0.0, static_cast<double>(labels.size())};  // linear, all (every part)
     for (std::size_t i = 0; i < labels.size(); ++i) {
