@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace nlb::cli {
@@ -69,6 +71,21 @@ class Args {
   }
   std::string get(const std::string& name, const std::string& fallback) const {
     return has(name) ? get(name) : fallback;
+  }
+  /// The value of --name (`fallback` when absent), which must be one of `allowed`; otherwise a
+  /// UsageError: option --name: expected a, b or c, found "value".
+  std::string choice(const std::string& name, const std::string& fallback,
+                     std::initializer_list<std::string_view> allowed) const {
+    const std::string value = get(name, fallback);
+    std::string expected;
+    std::size_t i = 0;
+    for (const std::string_view a : allowed) {
+      if (value == a)
+        return value;
+      expected += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + std::string(a);
+      ++i;
+    }
+    throw UsageError("option --" + name + ": expected " + expected + ", found \"" + value + "\"");
   }
   std::vector<std::string> all(const std::string& name) const {
     const auto it = values_.find(name);

@@ -162,22 +162,14 @@ int run_budget(const std::vector<std::string>& argv) {
   // The calibration split is three times the label set unless given (docs/budget.md).
   protocol.calibration_tokens =
       args.integer("calibration-positions", 3 * protocol.label_tokens, 10, 1LL << 40);
-  const std::string search = args.get("calibration", to_string(protocol.calibration_search));
-  if (search == "allocation")
-    protocol.calibration_search = CalibrationSearch::allocation;
-  else if (search == "greedy")
-    protocol.calibration_search = CalibrationSearch::greedy;
-  else
-    throw UsageError("option --calibration: expected allocation or greedy, found \"" + search +
-                     "\"");
-  const std::string features = args.get("gate-features", to_string(protocol.gate_features));
-  if (features == "replicated")
-    protocol.gate_features = GateFeatures::replicated;
-  else if (features == "split")
-    protocol.gate_features = GateFeatures::split;
-  else
-    throw UsageError("option --gate-features: expected replicated or split, found \"" + features +
-                     "\"");
+  protocol.calibration_search = args.choice("calibration", to_string(protocol.calibration_search),
+                                            {"allocation", "greedy"}) == "allocation"
+                                    ? CalibrationSearch::allocation
+                                    : CalibrationSearch::greedy;
+  protocol.gate_features = args.choice("gate-features", to_string(protocol.gate_features),
+                                       {"replicated", "split"}) == "replicated"
+                               ? GateFeatures::replicated
+                               : GateFeatures::split;
   protocol.across_attention = args.flag("attention");
   if (protocol.across_attention && protocol.calibration_search != CalibrationSearch::allocation)
     throw UsageError("option --attention: needs --calibration allocation (per-layer cost curves)");

@@ -32,12 +32,10 @@ const char* kind_name(HeadKind k) {
 // --qk-bias: which score matrix a standard head contributes (docs/attention_spectrum.md §1). The
 // values are the JSON's "qk_bias" spelling too.
 BiasTreatment parse_qk_bias(const Args& args) {
-  const std::string value = args.get("qk-bias", "exclude");
-  if (value == "exclude")
-    return BiasTreatment::exclude;  // the paper's M = W_Q W_Kᵀ (PAPERS §B1), the default
-  if (value == "homogeneous")
-    return BiasTreatment::homogeneous;
-  throw UsageError("option --qk-bias: expected exclude or homogeneous, found \"" + value + "\"");
+  // exclude: the paper's M = W_Q W_Kᵀ (PAPERS §B1), the default.
+  return args.choice("qk-bias", "exclude", {"exclude", "homogeneous"}) == "exclude"
+             ? BiasTreatment::exclude
+             : BiasTreatment::homogeneous;
 }
 
 const char* qk_bias_name(BiasTreatment b) {

@@ -56,10 +56,7 @@ inline const TokenInput single_input{"text", "tokens"};
 
 /// --device cpu|cuda of eval, forward and generate: true for cuda. UsageError for another name.
 inline bool cuda_device_requested(const Args& args) {
-  const std::string device = args.get("device", "cpu");
-  if (device != "cpu" && device != "cuda")
-    throw UsageError("--device: expected cpu or cuda, found \"" + device + "\"");
-  return device == "cuda";
+  return args.choice("device", "cpu", {"cpu", "cuda"}) == "cuda";
 }
 
 /// --weights f32|f16|bf16 of eval, forward and generate: loads the model in `dir` with its weight
@@ -68,9 +65,7 @@ inline bool cuda_device_requested(const Args& args) {
 /// CUDA backend keeps float weights).
 template <class F>
 auto with_model_weights(const Args& args, const std::filesystem::path& dir, F&& f) {
-  const std::string weights = args.get("weights", "f32");
-  if (weights != "f32" && weights != "f16" && weights != "bf16")
-    throw UsageError("--weights: expected f32, f16 or bf16, found \"" + weights + "\"");
+  const std::string weights = args.choice("weights", "f32", {"f32", "f16", "bf16"});
   if (weights != "f32" && args.get("device", "cpu") == "cuda")
     throw UsageError("--weights " + weights + " runs on the CPU; --device cuda keeps f32 weights");
   if (weights == "f16")
