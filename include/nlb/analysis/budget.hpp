@@ -361,11 +361,18 @@ LabelStage<T, Backend> run_label_stage(const Transformer<T, Backend>& model,
     const auto variants = one_layer_linear_variants(fit.surrogates);
     VariantLosses r;
     if (rows.split()) {
-      // The features of this process's windows here, every window's losses through the engine.
+      // This process's windows, their features collected in the same pass; every window's
+      // losses then gathered in window order (the holders' blocks, as the engine gathers them).
+      // Only the losses are read below, so the route counts are not gathered.
       const auto mine = label_tokens.subspan(static_cast<std::size_t>(rows.first_window * ctx),
                                              static_cast<std::size_t>(rows.windows * ctx));
-      measure_variants(model, mine, rows.windows, ctx, {}, true, taps);
-      r = engine.measure(label_tokens, out.windows, ctx, variants, true, detail::counter_of(obs));
+      r = measure_variants(model, mine, rows.windows, ctx, variants, true, taps,
+                           detail::counter_of(obs));
+      r.windows = out.windows;
+      r.base = rows.all(r.base);
+      for (auto& v : r.variant)
+        v = rows.all(v);
+      r.counts.clear();
     } else if (engine.active()) {
       // The taps read activations on the host: one unmodified pass here, the losses there.
       measure_variants(model, label_tokens, out.windows, ctx, {}, true, taps);
