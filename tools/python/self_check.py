@@ -220,14 +220,16 @@ def check_fixture(name):
         logits = model(tokens, taps)
     loss = protocol.per_position_loss(logits, tokens)
     report(f"{name}: recomputed logits vs logits_f64", rel_max(logits, fixture["logits_f64"]), F64_REPRODUCE)
-    report(f"{name}: stored F32 logits vs recomputed float64, per element",
-           storage_error(fixture["logits"], logits), F32_STORAGE)
     report(f"{name}: stored F32 loss vs recomputed float64, per element",
            storage_error(fixture["loss"], loss), F32_STORAGE)
+    # The file stores no block_input taps (each equals the previous block's output) and the taps
+    # of the first window only (make_fixtures.py).
+    kept = {k: v for k, v in taps.items() if not k.endswith(".block_input")}
     stored_taps = {k for k in fixture if k.startswith("tap.")}
-    require(f"{name}: fixture holds exactly the {len(taps)} taps", stored_taps == {"tap." + k for k in taps})
-    report(f"{name}: worst stored F32 tap vs recomputed float64, per element",
-           max(storage_error(fixture["tap." + k], v) for k, v in taps.items()), F32_STORAGE)
+    require(f"{name}: fixture holds exactly the {len(kept)} stored taps", stored_taps == {"tap." + k for k in kept})
+    report(f"{name}: worst stored F32 tap vs recomputed float64 (first window), per element",
+           max(storage_error(fixture["tap." + k], v[:fixture["tap." + k].shape[0]]) for k, v in kept.items()),
+           F32_STORAGE)
     # For information: how close a float32 forward of the same weights gets.
     model32, _ = hf_layout.load_model_dir(model_dir, dtype=torch.float32)
     with torch.no_grad():
