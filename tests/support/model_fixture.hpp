@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "nlb/io/safetensors.hpp"
@@ -50,17 +49,20 @@ inline std::vector<std::int32_t> window_tokens(const io::SafetensorsFile& f, Ind
   return std::vector<std::int32_t>(all.begin() + w * T, all.begin() + (w + 1) * T);
 }
 
+/// The name of a tap in the fixtures: "tap.embedding", "tap.<layer>.<name>".
+inline std::string tap_key(Tap tap, Index layer) {
+  return tap == Tap::embedding ? "tap.embedding"
+                               : "tap." + std::to_string(layer) + "." + std::string(to_string(tap));
+}
+
 /// The fixture's tensor that holds a tap's reference value. The reference files store no
 /// "tap.<i>.block_input": block i's input is block i − 1's output ("tap.embedding" for i = 0,
 /// tools/python/make_fixtures.py checks the equality when it writes them).
 inline std::string reference_tap_key(Tap tap, Index layer) {
-  if (tap == Tap::embedding || (tap == Tap::block_input && layer == 0)) {
-    return "tap.embedding";
+  if (tap != Tap::block_input) {
+    return tap_key(tap, layer);
   }
-  if (tap == Tap::block_input) {
-    return "tap." + std::to_string(layer - 1) + "." + std::string(to_string(Tap::block_output));
-  }
-  return "tap." + std::to_string(layer) + "." + std::string(to_string(tap));
+  return layer == 0 ? tap_key(Tap::embedding, 0) : tap_key(Tap::block_output, layer - 1);
 }
 
 /// Loads the model in `model_dir` as Transformer<T>, runs every window of the fixture and checks
@@ -83,27 +85,21 @@ void check_model_against_fixture(const std::filesystem::path& model_dir,
   std::string worst_tap_name;
   for (Index w = 0; w < windows; ++w) {
     const auto tokens = window_tokens(ref, w);
-    // (tap name as the model reports it, reference tensor, value)
-    std::vector<std::tuple<std::string, std::string, Eigen::MatrixXd>> taps;
+    std::size_t tap_count = 0;
     RowMatrix<T> logits;
     model.forward(tokens, logits, [&](Tap tap, Index layer, const auto& m) {
-      const std::string name = tap == Tap::embedding ? "tap.embedding"
-                                                     : "tap." + std::to_string(layer) + "." +
-                                                           std::string(to_string(tap));
-      taps.emplace_back(name, reference_tap_key(tap, layer), m.template cast<double>());
-    });
-    worst_logits = std::max(worst_logits, relative_to_max(logits, window_of(ref, "logits_f64", w)));
-    BOOST_TEST(taps.size() == 1u + 5u * static_cast<std::size_t>(model.config().n_layers));
-    for (const auto& [name, key, value] : taps) {
+      ++tap_count;
       if (w >= tap_windows) {
-        break;
+        return;
       }
-      const double err = relative_to_max(value, window_of(ref, key, w));
+      const double err = relative_to_max(m, window_of(ref, reference_tap_key(tap, layer), w));
       if (err > worst_tap) {
         worst_tap = err;
-        worst_tap_name = name;
+        worst_tap_name = tap_key(tap, layer);
       }
-    }
+    });
+    worst_logits = std::max(worst_logits, relative_to_max(logits, window_of(ref, "logits_f64", w)));
+    BOOST_TEST(tap_count == 1u + 5u * static_cast<std::size_t>(model.config().n_layers));
     const auto loss = next_token_losses(logits, tokens);
     for (std::size_t t = 0; t < loss.size(); ++t) {
       worst_loss = std::max(
