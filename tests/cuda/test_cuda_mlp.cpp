@@ -265,6 +265,13 @@ BOOST_AUTO_TEST_CASE(planted_gemm_errors_are_caught) {
   BOOST_TEST(gemm_error_over_bound<double>(unswapped, a, b, zero, 1, 0) > 1e6);
   const auto wrong_stride = run_mutant<double>(ctx, a, b, 2, false, true);
   BOOST_TEST(gemm_error_over_bound<double>(wrong_stride, a, b, zero, 1, 0) > 1e6);
+  // A leading dimension below the operand's rows is refused, as cuBLAS refuses it
+  // (CUBLAS_STATUS_INVALID_VALUE), not read past.
+  PaddedDevice<double> da(a, 0), db(b, 0), dc(zero, 0);
+  auto call = nlb::cuda::detail::column_major_call<double>(da.view, false, db.view, false, dc.view,
+                                                           1.0, 0.0);
+  call.lda = call.m - 1;
+  BOOST_CHECK_THROW(nlb::cuda::detail::run_gemm(ctx, call), std::exception);
 }
 
 BOOST_AUTO_TEST_CASE(gemm_refuses_mismatched_shapes) {

@@ -1,11 +1,17 @@
-// The column-major GEMM of the host-system build: cuBLAS's ?gemm contract, in plain loops.
+// The column-major GEMM of the host-system build: cuBLAS's ?gemm contract, evaluated by Eigen.
 // Internal to nlb/cuda.
 //
 // In the host-system build (detail/config.cuh) the row-major products of nlb/cuda/ops.cuh reach
 // this function with exactly the arguments they pass to cuBLAS on a GPU — the swapped operands,
 // their transposes and leading dimensions — so a wrong swap or leading dimension fails the
-// tests on any machine, not only on a GPU.
+// tests on any machine, not only on a GPU. The operands are Eigen maps over those very
+// pointers and leading dimensions (no copy), so the check costs a blocked GEMM, not plain loops
+// (those were 82% of the host-system model suite's time).
 #pragma once
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "nlb/core/matrix.hpp"
 
@@ -29,21 +35,61 @@ struct ColumnMajorGemm {
   Index ldc = 1;
 };
 
-/// Evaluates `g` on the host (accumulating in T, in order of k). O(m n k).
+namespace reference_gemm_detail {
+
+template <class T>
+using ColumnMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+
+// The stored [rows, cols] column-major operand at p with leading dimension ld. BLAS (and
+// cuBLAS, CUBLAS_STATUS_INVALID_VALUE) refuse ld < max(1, rows); so does this. The last element
+// is read once here, outside Eigen's kernel (which the sanitizer builds leave uninstrumented),
+// so an operand that runs past its allocation is reported by AddressSanitizer.
+template <class T>
+Eigen::Map<const ColumnMajorMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>> operand(
+    const char* name, const T* p, Index rows, Index cols, Index ld) {
+  if (ld < std::max<Index>(1, rows))
+    throw std::invalid_argument(std::string("reference_gemm: leading dimension of ") + name +
+                                " is " + std::to_string(ld) + ", expected at least " +
+                                std::to_string(std::max<Index>(1, rows)));
+  if (rows > 0 && cols > 0) {
+    volatile T last = p[(rows - 1) + (cols - 1) * ld];
+    (void)last;
+  }
+  return {p, rows, cols, Eigen::OuterStride<>(ld)};
+}
+
+}  // namespace reference_gemm_detail
+
+/// Evaluates `g` on the host with Eigen's GEMM over maps of the given pointers and leading
+/// dimensions. Throws std::invalid_argument for a leading dimension BLAS would refuse.
+/// O(m n k).
 template <class T>
 void reference_gemm(const ColumnMajorGemm<T>& g) {
-  for (Index j = 0; j < g.n; ++j) {
-    for (Index i = 0; i < g.m; ++i) {
-      T sum = T(0);
-      for (Index p = 0; p < g.k; ++p) {
-        const T a = g.transpose_a ? g.a[p + i * g.lda] : g.a[i + p * g.lda];
-        const T b = g.transpose_b ? g.b[j + p * g.ldb] : g.b[p + j * g.ldb];
-        sum += a * b;
-      }
-      T& c = g.c[i + j * g.ldc];
-      c = g.beta == T(0) ? g.alpha * sum : g.alpha * sum + g.beta * c;
-    }
-  }
+  using reference_gemm_detail::operand;
+  const auto a = operand("A", g.a, g.transpose_a ? g.k : g.m, g.transpose_a ? g.m : g.k, g.lda);
+  const auto b = operand("B", g.b, g.transpose_b ? g.n : g.k, g.transpose_b ? g.k : g.n, g.ldb);
+  if (g.ldc < std::max<Index>(1, g.m))
+    throw std::invalid_argument("reference_gemm: leading dimension of C is " +
+                                std::to_string(g.ldc) + ", expected at least " +
+                                std::to_string(std::max<Index>(1, g.m)));
+  if (g.m == 0 || g.n == 0)
+    return;
+  Eigen::Map<reference_gemm_detail::ColumnMajorMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>> c(
+      g.c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
+  const auto update = [&](const auto& op_a, const auto& op_b) {
+    if (g.beta == T(0))
+      c.noalias() = g.alpha * (op_a * op_b);  // C is not read (BLAS)
+    else
+      c = g.alpha * (op_a * op_b) + g.beta * c;
+  };
+  if (g.transpose_a && g.transpose_b)
+    update(a.transpose(), b.transpose());
+  else if (g.transpose_a)
+    update(a.transpose(), b);
+  else if (g.transpose_b)
+    update(a, b.transpose());
+  else
+    update(a, b);
 }
 
 }  // namespace nlb::cuda::detail
