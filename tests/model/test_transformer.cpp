@@ -7,11 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "model_copy.hpp"
 #include "model_fixture.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
+#include "scratch_dir.hpp"
 #include "tolerances.hpp"
 
 namespace {
@@ -24,6 +26,19 @@ std::filesystem::path model_dir(const std::string& name) {
 }
 std::filesystem::path fixture(const std::string& name) {
   return source_dir / "tests/fixtures" / name;
+}
+
+// tiny-gpt2 rounded once to F16 or BF16 ("f16", "bf16"): written on first use from
+// models/tiny-gpt2 and checked against the checksum of PyTorch's rounding that the logits
+// fixture records (model_copy.hpp), so the copy is PyTorch's weights to the bit.
+std::filesystem::path rounded_model(const std::string& tag) {
+  static const nlb::test::ScratchDir dir("rounded-weights");
+  const auto out = dir.path / ("tiny-gpt2-" + tag);
+  if (!std::filesystem::exists(out / "model.safetensors"))
+    nlb::test::write_rounded_copy(model_dir("tiny-gpt2"),
+                                  tag == "f16" ? nlb::io::DType::F16 : nlb::io::DType::BF16,
+                                  fixture("tiny-gpt2-" + tag + "-logits.safetensors"), out);
+  return out;
 }
 
 using nlb::test::relative_to_max;
@@ -97,7 +112,7 @@ BOOST_AUTO_TEST_CASE(eval_protocol_perplexity_full_texts, *boost::unit_test::dis
 
 BOOST_AUTO_TEST_CASE(half_precision_weight_copies_load_and_match) {
   for (const std::string tag : {"f16", "bf16"}) {
-    const auto model = nlb::load_model<float>(fixture("tiny-gpt2-" + tag));
+    const auto model = nlb::load_model<float>(rounded_model(tag));
     const auto ref =
         nlb::io::SafetensorsFile::open(fixture("tiny-gpt2-" + tag + "-logits.safetensors"));
     const auto tokens = window_tokens(ref, 0);
@@ -109,6 +124,12 @@ BOOST_AUTO_TEST_CASE(half_precision_weight_copies_load_and_match) {
     // differs: the fp32 bound holds.
     BOOST_TEST(err <= nlb::test::tol::model_f32_rel);
   }
+  // The checksum check can fail: the BF16 rounding is not the one the F16 fixture records.
+  const nlb::test::ScratchDir wrong("rounded-weights-mismatch");
+  BOOST_CHECK_THROW(nlb::test::write_rounded_copy(model_dir("tiny-gpt2"), nlb::io::DType::BF16,
+                                                  fixture("tiny-gpt2-f16-logits.safetensors"),
+                                                  wrong.path / "copy"),
+                    std::runtime_error);
 }
 
 // Weights kept in 16 bits (backend::with_weights), every window run whole (prefill: widened
@@ -124,8 +145,8 @@ void check_half_precision_storage(const std::string& tag, double rounding_bound)
       nlb::io::SafetensorsFile::open(fixture("tiny-gpt2-" + tag + "-logits.safetensors"));
   const auto f32_ref = nlb::io::SafetensorsFile::open(fixture("tiny-gpt2-reference.safetensors"));
   for (const bool from_f32 : {false, true}) {
-    const auto model = nlb::load_model<float, Backend>(from_f32 ? model_dir("tiny-gpt2")
-                                                                : fixture("tiny-gpt2-" + tag));
+    const auto model =
+        nlb::load_model<float, Backend>(from_f32 ? model_dir("tiny-gpt2") : rounded_model(tag));
     const auto& ref = from_f32 ? f32_ref : rounded_ref;
     const double bound = from_f32 ? rounding_bound : nlb::test::tol::model_f32_rel;
     for (const Index w : {0, 1}) {

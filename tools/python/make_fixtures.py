@@ -26,13 +26,16 @@ And for tiny-sd only:
       their first 4 columns), the scalar filter (θ_h = mean of the diagonal
       θ_h) and a pre-attention LayerNorm ln_1 (γ_k = 1 + 0.1 sin k,
       β_k = 0.05 cos k);
-  tests/fixtures/tiny-sd-variant-logits.safetensors: tokens, logits (F32)
-      and logits_f64 of that model on the same two windows.
+  tests/fixtures/tiny-sd-variant-logits.safetensors: tokens and logits_f64
+      of that model on the same two windows.
 And for tiny-gpt2 only:
-  tests/fixtures/tiny-gpt2-{f16,bf16}/{config.json,model.safetensors}: the
-      weights rounded (to nearest even) to F16 / BF16;
   tests/fixtures/tiny-gpt2-{f16,bf16}-logits.safetensors: tokens and logits
-      (F32) of the rounded weights on the same two windows.
+      (F32) of the weights rounded (to nearest even) to F16 / BF16 on the same
+      two windows, and in the metadata `weights_fnv1a64`, the checksum of those
+      rounded weights' stored bytes (fnv1a64_of_tensors). The rounded model
+      directories are written to a temporary directory, not committed: the
+      tests write the same copies from models/tiny-gpt2 and check them against
+      this checksum (tests/support/model_copy.hpp).
 
 Everything is computed in float64 from the stored weights (casting F32, F16
 and BF16 to float64 is exact), then stored as F32 unless stated. Every
@@ -45,6 +48,7 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -68,6 +72,24 @@ TAP_WINDOWS = 1  # the reference files keep the taps of the first window only
 def sha256_of(path) -> str:
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
+
+
+def fnv1a64_of_tensors(path) -> str:
+    """FNV-1a (64-bit) over the stored bytes of every tensor of a safetensors
+    file, tensors in name order, as 16 lower-case hex digits. Read from the
+    file's header and offsets, not through torch; tests/support/model_copy.hpp
+    computes the same."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n].decode("utf-8"))
+    header.pop("__metadata__", None)
+    h = 0xCBF29CE484222325
+    for name in sorted(header):
+        begin, end = header[name]["data_offsets"]
+        for byte in data[8 + n + begin : 8 + n + end]:
+            h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
 
 
 def stamp(model_dir: str, **extra) -> dict:
@@ -202,7 +224,7 @@ def write_sd_variant() -> None:
         "ln_1 gamma = 1 + 0.1 sin k, beta = 0.05 cos k",
     )
     path = os.path.join(FIXTURES, "tiny-sd-variant-logits.safetensors")
-    safetensors_io.write(path, {"tokens": tokens, "logits": logits.float(), "logits_f64": logits}, meta)
+    safetensors_io.write(path, {"tokens": tokens, "logits_f64": logits}, meta)
     print(f"{rel_dir}: {os.path.relpath(path, REPO)}: max |logit| {float(logits.abs().max()):.3f}")
 
 
@@ -215,31 +237,30 @@ def write_rounded_copies(name: str = "tiny-gpt2") -> None:
     with torch.no_grad():
         f32_logits = f64_model(tokens)
     for tag, dtype in (("f16", torch.float16), ("bf16", torch.bfloat16)):
-        directory = os.path.join(FIXTURES, f"{name}-{tag}")
-        # Round the float32 weights once (to nearest, ties to even) and store.
-        hf_layout.save_model_dir(
-            f32_model,
-            directory,
-            dtype=dtype,
-            extra_metadata=stamp(f"models/{name}", rounding=f"float32 -> {tag}, round to nearest even"),
-        )
-        rel_dir = os.path.relpath(directory, REPO)
-        rounded, _ = hf_layout.load_model_dir(directory, dtype=torch.float64)
+        with tempfile.TemporaryDirectory(prefix=f"nlb-{name}-{tag}-") as directory:
+            # Round the float32 weights once (to nearest, ties to even) and store.
+            hf_layout.save_model_dir(f32_model, directory, dtype=dtype)
+            weights = os.path.join(directory, "model.safetensors")
+            weight_bytes = os.path.getsize(weights)
+            checksum = fnv1a64_of_tensors(weights)
+            rounded, _ = hf_layout.load_model_dir(directory, dtype=torch.float64)
         with torch.no_grad():
             logits = rounded(tokens)
         diff = float((logits - f32_logits).abs().max())
         tensors = {"tokens": tokens, "logits": logits.float()}
         meta = stamp(
-            rel_dir,
+            f"models/{name}",
             text=EVAL_TEXT,
             windows=f"first {FIXTURE_WINDOWS} windows of {ctx} bytes",
+            rounding=f"float32 -> {tag}, round to nearest even, every tensor",
+            weights_fnv1a64=checksum,
             max_abs_diff_vs_f32_weights=f"{diff:.6e}",
             max_abs_logit_f32_weights=f"{float(f32_logits.abs().max()):.6e}",
         )
         path = os.path.join(FIXTURES, f"{name}-{tag}-logits.safetensors")
         safetensors_io.write(path, tensors, meta)
         print(
-            f"{rel_dir}: weights {os.path.getsize(os.path.join(directory, 'model.safetensors'))} bytes; "
+            f"models/{name} rounded to {tag}: weights {weight_bytes} bytes, FNV-1a {checksum}; "
             f"{os.path.relpath(path, REPO)}: max |logits - logits(F32 weights)| = {diff:.3e}"
         )
 

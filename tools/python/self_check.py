@@ -16,8 +16,9 @@ Usage: /usr/bin/python3 tools/python/self_check.py [--skip-determinism]
   4. Fixtures: reloaded with the reader; logits, loss and taps recomputed in
      float64 from the reloaded weights and compared with the stored values;
      the model SHA-256 stamp matches; the PPL JSON runs recomputed.
-  5. F16/BF16 copies: weights equal the float32 weights rounded to nearest
-     even; their logits fixture recomputed.
+  5. F16/BF16 logits fixtures: the float32 weights rounded to nearest even
+     without torch have the recorded checksum (weights_fnv1a64); the logits
+     recomputed from them.
   6. Training determinism: two 3-step runs of train.py give identical files.
 
 Prints every maximum error and exits non-zero if any bound is exceeded.
@@ -40,6 +41,8 @@ import torch  # noqa: E402
 from nlb_reference import hf_layout, independent, protocol, safetensors_io  # noqa: E402
 from nlb_reference.data import read_tokens  # noqa: E402
 from nlb_reference.models import NeoXConfig, NeoXForCausalLM, context_length  # noqa: E402
+
+import make_fixtures  # noqa: E402  (fnv1a64_of_tensors)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FIX = os.path.join(REPO, "tests", "fixtures")
@@ -262,17 +265,22 @@ def rounded_bits(x_f32, tag):
 
 
 def check_rounded():
-    _, f32_tensors, _ = load_raw(os.path.join(REPO, "models", "tiny-gpt2"))
-    for tag, dtype in (("f16", torch.float16), ("bf16", torch.bfloat16)):
-        directory = os.path.join(FIX, f"tiny-gpt2-{tag}")
-        _, tensors, _ = load_raw(directory)
-        wrong = sorted(set(tensors) ^ set(f32_tensors))
-        wrong += [k for k, t in tensors.items() if k in f32_tensors and (t.dtype != dtype or not np.array_equal(
-            t.view(torch.int16).numpy(), rounded_bits(f32_tensors[k].numpy(), tag)))]
-        require(f"tiny-gpt2-{tag}: weights are the F32 weights rounded to nearest even (wrong: {wrong or 'none'})",
-                not wrong)
-        fixture, _ = safetensors_io.read(os.path.join(FIX, f"tiny-gpt2-{tag}-logits.safetensors"))
-        model, _ = hf_layout.load_model_dir(directory, dtype=torch.float64)
+    """The F16/BF16 logits fixtures: the weights they come from are models/tiny-gpt2 rounded to
+    nearest even (rounded here without torch), their checksum is the one recorded, and the
+    logits recomputed from them match the stored ones. The rounded copies are not committed:
+    the C++ tests write them and check the same checksum."""
+    cfg, f32_tensors, _ = load_raw(os.path.join(REPO, "models", "tiny-gpt2"))
+    for tag, dtype, dtype_name in (("f16", torch.float16, "float16"), ("bf16", torch.bfloat16, "bfloat16")):
+        fixture, meta = safetensors_io.read(os.path.join(FIX, f"tiny-gpt2-{tag}-logits.safetensors"))
+        with tempfile.TemporaryDirectory() as directory:
+            tensors = {k: torch.from_numpy(rounded_bits(t.numpy(), tag)).view(dtype) for k, t in f32_tensors.items()}
+            safetensors_io.write(os.path.join(directory, "model.safetensors"), tensors, {"format": "pt"})
+            with open(os.path.join(directory, "config.json"), "w") as f:
+                json.dump(dict(cfg, torch_dtype=dtype_name), f)
+            checksum = make_fixtures.fnv1a64_of_tensors(os.path.join(directory, "model.safetensors"))
+            require(f"tiny-gpt2-{tag}: FNV-1a of the rounded weights {checksum} is the fixture's "
+                    f"{meta.get('weights_fnv1a64')}", checksum == meta.get("weights_fnv1a64"))
+            model, _ = hf_layout.load_model_dir(directory, dtype=torch.float64)
         with torch.no_grad():
             logits = model(fixture["tokens"])
         report(f"tiny-gpt2-{tag}: stored logits vs recomputed float64, per element",
