@@ -1,4 +1,5 @@
-// Dense Mlp vs GatedMLP vs the bare Eigen GEMMs of the same shapes, side by side in one run.
+// Dense Mlp vs GatedMLP vs the bare provider GEMMs of the same shapes (and of the gated layer's
+// blocks), side by side in one run.
 //
 //   build/release/benchmarks/bench_mlp --benchmark_format=json > mlp.json
 //   /usr/bin/python3 benchmarks/report.py mlp.json     # tables with measured/predicted speedups
@@ -72,24 +73,51 @@ void BM_GatedMlp(benchmark::State& state) {
   state.counters["predicted_speedup"] = nlb::flops::predicted_mlp_speedup(f);
 }
 
-// The two GEMMs of the MLP and nothing else: the ceiling the Mlp is measured against.
+// The two GEMMs of the MLP and nothing else, by the backend's GEMM provider (the one Mlp
+// uses): the ceiling the Mlp is measured against. Also run at the row counts the gated layer's
+// full path gets (T (1 - f)), so that its small-block GEMM rate is measured in the same run.
 void BM_BareGemm(benchmark::State& state) {
   const Index d = state.range(0), tokens = state.range(1);
   const MlpT mlp = random_mlp(d);
   const Matrix X = random_matrix(tokens, d, 1.0f, 5);
   Matrix H(tokens, 4 * d), Y(tokens, d);
+  nlb::GemmScratch<float> scratch;
   for (auto _ : state) {
-    H.noalias() = X * mlp.w_fc();
-    Y.noalias() = H * mlp.w_proj();
+    nlb::ops::gemm(nlb::backend::cpu{}, H, X, mlp.w_fc(), scratch);
+    nlb::ops::gemm(nlb::backend::cpu{}, Y, H, mlp.w_proj(), scratch);
     benchmark::DoNotOptimize(Y.data());
     benchmark::ClobberMemory();
   }
   set_counters(state, d, tokens, nlb::flops::dense_mlp_per_token(double(d), 4.0 * double(d)));
 }
 
+// The surrogate's one [T, d] x [d, d] GEMM by the provider, at the row counts the gated layer's
+// linear path gets (T f).
+void BM_BareSurrogateGemm(benchmark::State& state) {
+  const Index d = state.range(0), tokens = state.range(1);
+  const Matrix W = random_matrix(d, d, 0.03f, 7);
+  const Matrix X = random_matrix(tokens, d, 1.0f, 5);
+  Matrix Y(tokens, d);
+  nlb::GemmScratch<float> scratch;
+  for (auto _ : state) {
+    nlb::ops::gemm(nlb::backend::cpu{}, Y, X, W, scratch);
+    benchmark::DoNotOptimize(Y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, d, tokens, 2.0 * double(d) * double(d));
+}
+
 void dense_args(benchmark::internal::Benchmark* b) {
   for (int d : {768, 1024}) {
     for (int t : {64, 512})
+      b->Args({d, t});
+  }
+}
+
+// Row counts of the gated layer's two blocks at T = 64 and f = 0.25, 0.5, 0.75, and the whole T.
+void block_args(benchmark::internal::Benchmark* b) {
+  for (int d : {768, 1024}) {
+    for (int t : {16, 32, 48, 64})
       b->Args({d, t});
   }
 }
@@ -105,7 +133,8 @@ void gated_args(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
-BENCHMARK(BM_BareGemm)->Apply(dense_args)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BareGemm)->Apply(dense_args)->Apply(block_args)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BareSurrogateGemm)->Apply(block_args)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DenseMlp)->Apply(dense_args)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GatedMlp)->Apply(gated_args)->Unit(benchmark::kMillisecond);
 

@@ -5,7 +5,9 @@ Usage: /usr/bin/python3 benchmarks/report.py RESULT.json [...]
 
 Uses the median aggregate when the run had --benchmark_repetitions, else the single run.
 For bench_mlp it adds the comparisons the issue asks for: Mlp GFLOP/s against the bare
-GEMMs, and the measured GatedMLP speedup against the FLOP-predicted 16 / (16(1-f) + 2f).
+GEMMs, the measured GatedMLP speedup against the FLOP-predicted 16 / (16(1-f) + 2f), and, where
+the run has the bare GEMMs at the gated layer's block sizes, against the speedup those GEMM
+rates allow.
 """
 import json
 import sys
@@ -70,6 +72,29 @@ def mlp_tables(rows):
             predicted = b["predicted_speedup"]
             out.append(f"| {d} | {t} | {b['linear_fraction']:.2f} | {b['items_per_second']:.0f} | "
                        f"{measured:.2f}x | {predicted:.2f}x | {100 * measured / predicted:.0f}% |")
+        out.append("")
+    surrogate = {n: b for n, b in rows.items() if n.startswith("BM_BareSurrogateGemm/")}
+    if dense and gated and bare and surrogate:
+        # What the provider's GEMM rates at the two blocks' row counts allow: the dense Mlp's
+        # time over (bare MLP GEMMs at T(1-f) rows + the surrogate's GEMM at T f rows).
+        out.append("| d | T | f | full-path rows | bare GEMMs there GFLOP/s | allowed by GEMM rates | "
+                   "measured speedup | measured / allowed |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for name, b in by_args(gated.items()):
+            d, t, f = name.split("/")[1:4]
+            base = dense.get(f"BM_DenseMlp/{d}/{t}")
+            linear_rows = round(b["linear_fraction"] * int(t))
+            full_rows = int(t) - linear_rows
+            full = bare.get(f"BM_BareGemm/{d}/{full_rows}") if full_rows else None
+            lin = surrogate.get(f"BM_BareSurrogateGemm/{d}/{linear_rows}") if linear_rows else None
+            if base is None or (full_rows and full is None) or (linear_rows and lin is None):
+                continue
+            floor = (seconds(full) if full else 0.0) + (seconds(lin) if lin else 0.0)
+            allowed = seconds(base) / floor
+            measured = seconds(base) / seconds(b)
+            rate = f"{full['GFLOP/s']:.1f}" if full else "-"
+            out.append(f"| {d} | {t} | {b['linear_fraction']:.2f} | {full_rows} | {rate} | "
+                       f"{allowed:.2f}x | {measured:.2f}x | {100 * measured / allowed:.0f}% |")
         out.append("")
     return out
 
