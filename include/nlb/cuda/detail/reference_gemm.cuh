@@ -10,9 +10,9 @@
 #pragma once
 
 #include <algorithm>
-#include <stdexcept>
 #include <string>
 
+#include "nlb/core/errors.hpp"
 #include "nlb/core/matrix.hpp"
 
 namespace nlb::cuda::detail {
@@ -40,17 +40,23 @@ namespace reference_gemm_detail {
 template <class T>
 using ColumnMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 
-// The stored [rows, cols] column-major operand at p with leading dimension ld. BLAS (and
-// cuBLAS, CUBLAS_STATUS_INVALID_VALUE) refuse ld < max(1, rows); so does this. The last element
+// BLAS (and cuBLAS, CUBLAS_STATUS_INVALID_VALUE) refuse a leading dimension below
+// max(1, rows) of the stored column-major matrix; so does this (ArgumentError).
+inline void check_leading_dimension(const char* name, Index ld, Index rows) {
+  const Index least = std::max<Index>(1, rows);
+  if (ld < least)
+    throw ArgumentError(
+        nlb::detail::expected_found(std::string("reference_gemm: leading dimension of ") + name,
+                                    "at least " + std::to_string(least), ld));
+}
+
+// The stored [rows, cols] column-major operand at p with leading dimension ld. The last element
 // is read once here, outside Eigen's kernel (which the sanitizer builds leave uninstrumented),
 // so an operand that runs past its allocation is reported by AddressSanitizer.
 template <class T>
 Eigen::Map<const ColumnMajorMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>> operand(
     const char* name, const T* p, Index rows, Index cols, Index ld) {
-  if (ld < std::max<Index>(1, rows))
-    throw std::invalid_argument(std::string("reference_gemm: leading dimension of ") + name +
-                                " is " + std::to_string(ld) + ", expected at least " +
-                                std::to_string(std::max<Index>(1, rows)));
+  check_leading_dimension(name, ld, rows);
   if (rows > 0 && cols > 0) {
     volatile T last = p[(rows - 1) + (cols - 1) * ld];
     (void)last;
@@ -61,17 +67,14 @@ Eigen::Map<const ColumnMajorMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>> o
 }  // namespace reference_gemm_detail
 
 /// Evaluates `g` on the host with Eigen's GEMM over maps of the given pointers and leading
-/// dimensions. Throws std::invalid_argument for a leading dimension BLAS would refuse.
+/// dimensions. Throws ArgumentError for a leading dimension BLAS would refuse.
 /// O(m n k).
 template <class T>
 void reference_gemm(const ColumnMajorGemm<T>& g) {
   using reference_gemm_detail::operand;
   const auto a = operand("A", g.a, g.transpose_a ? g.k : g.m, g.transpose_a ? g.m : g.k, g.lda);
   const auto b = operand("B", g.b, g.transpose_b ? g.n : g.k, g.transpose_b ? g.k : g.n, g.ldb);
-  if (g.ldc < std::max<Index>(1, g.m))
-    throw std::invalid_argument("reference_gemm: leading dimension of C is " +
-                                std::to_string(g.ldc) + ", expected at least " +
-                                std::to_string(std::max<Index>(1, g.m)));
+  reference_gemm_detail::check_leading_dimension("C", g.ldc, g.m);
   if (g.m == 0 || g.n == 0)
     return;
   Eigen::Map<reference_gemm_detail::ColumnMajorMatrix<T>, Eigen::Unaligned, Eigen::OuterStride<>> c(
