@@ -44,6 +44,7 @@
 #include "nlb/attention/skew_routing.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/softmax.hpp"
+#include "provider_only.hpp"
 #include "random_matrix.hpp"
 
 namespace {
@@ -196,9 +197,20 @@ void BM_attention_block(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * t);
 }
 
+// The same with kernels::small_gemm off (the per-head tiles' products in the provider).
+void BM_attention_block_provider_only(benchmark::State& state) {
+  const nlb::bench::ProviderOnly scope;
+  BM_attention_block(state);
+}
+
 }  // namespace
 
 BENCHMARK(BM_attention_block)->Arg(128)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_attention_block_provider_only)
+    ->Arg(128)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_write_bound)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_dense_scores)->Arg(256)->Arg(1024)->Arg(4096)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(BM_routing_scores, 2)

@@ -48,6 +48,7 @@
 #include "nlb/model/load_model.hpp"
 #include "nlb/ops/gemm.hpp"
 #include "random_matrix.hpp"
+#include "read_bandwidth.hpp"
 
 namespace {
 
@@ -65,23 +66,6 @@ const nlb::AlignedBuffer<float>& bandwidth_buffer() {
   return buffer;
 }
 
-// Sum of n floats as `kStreams` sequential streams read side by side (a GEMV reads several
-// weight rows at once; one stream alone leaves a core's memory parallelism unused).
-constexpr int kStreams = 16;
-float sum_streams(const float* p, std::size_t n) {
-  const std::size_t len = n / kStreams / 64 * 64;
-  Eigen::Array<float, 16, kStreams> acc = Eigen::Array<float, 16, kStreams>::Zero();
-  for (std::size_t i = 0; i < len; i += 16) {
-    for (int s = 0; s < kStreams; ++s)
-      acc.col(s) += Eigen::Map<const Eigen::Array<float, 16, 1>, Eigen::Aligned64>(
-          p + static_cast<std::size_t>(s) * len + i);
-  }
-  float total = acc.sum();
-  for (std::size_t i = len * kStreams; i < n; ++i)
-    total += p[i];
-  return total;
-}
-
 // Reads the first `floats` of the buffer once with `threads` threads, each summing a contiguous
 // part.
 float read_once(int threads, std::size_t floats) {
@@ -91,7 +75,7 @@ float read_once(int threads, std::size_t floats) {
   const std::size_t part = floats / static_cast<std::size_t>(threads);
   auto sum_part = [&](int t) {
     const float* p = buffer.data() + part * static_cast<std::size_t>(t);
-    sums[static_cast<std::size_t>(t)] = sum_streams(p, part);
+    sums[static_cast<std::size_t>(t)] = nlb::bench::sum_streams(p, part);
   };
   for (int t = 1; t < threads; ++t)
     workers.emplace_back(sum_part, t);

@@ -5,12 +5,20 @@
 //   /usr/bin/python3 benchmarks/report.py mlp.json     # tables with measured/predicted speedups
 //
 // Arguments: {d, T} for dense and bare GEMM, {d, T, 100·f} for gated. One thread.
+//
+// The ...ProviderOnly variants run the same with ops::set_small_gemm(false): every product in
+// the BLAS provider, none in kernels::small_gemm (the row kernel ops::gemm uses for 2 … 64 rows
+// where the SIMD width has it), so that both are measured side by side. BM_ReadBandwidth is the
+// one-thread read bandwidth of this machine, the bound on streaming the weights.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 
 #include "nlb/nlb.hpp"
+#include "provider_only.hpp"
 #include "random_matrix.hpp"
+#include "read_bandwidth.hpp"
 
 namespace {
 
@@ -69,6 +77,13 @@ void BM_GatedMlp(benchmark::State& state) {
   }
   const double f = counts.linear_fraction();
   set_counters(state, d, tokens, nlb::flops::gated_mlp_per_token(double(d), 4.0 * double(d), f));
+  // The weights one forward reads: the MLP's two matrices when a row takes the full path, the
+  // surrogate's when one takes the linear path (biases and the gate are negligible).
+  const double weight_bytes =
+      sizeof(float) * ((counts.full > 0 ? 8.0 * double(d) * double(d) : 0.0) +
+                       (counts.linear > 0 ? double(d) * double(d) : 0.0));
+  state.counters["weight_GBps"] =
+      benchmark::Counter(weight_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["linear_fraction"] = f;
   state.counters["predicted_speedup"] = nlb::flops::predicted_mlp_speedup(f);
 }
@@ -107,6 +122,35 @@ void BM_BareSurrogateGemm(benchmark::State& state) {
   set_counters(state, d, tokens, 2.0 * double(d) * double(d));
 }
 
+void BM_BareGemmProviderOnly(benchmark::State& state) {
+  const nlb::bench::ProviderOnly scope;
+  BM_BareGemm(state);
+}
+
+void BM_BareSurrogateGemmProviderOnly(benchmark::State& state) {
+  const nlb::bench::ProviderOnly scope;
+  BM_BareSurrogateGemm(state);
+}
+
+void BM_GatedMlpProviderOnly(benchmark::State& state) {
+  const nlb::bench::ProviderOnly scope;
+  BM_GatedMlp(state);
+}
+
+// Sums a 256 MiB float array (far beyond the caches) as 16 side-by-side streams: the rate at
+// which one thread reads memory.
+void BM_ReadBandwidth(benchmark::State& state) {
+  static const nlb::AlignedBuffer<float> buffer = [] {
+    nlb::AlignedBuffer<float> b(std::size_t{1} << 26);
+    std::fill(b.data(), b.data() + b.size(), 1.0f);  // touched: no page faults timed
+    return b;
+  }();
+  for (auto _ : state)
+    benchmark::DoNotOptimize(nlb::bench::sum_streams(buffer.data(), buffer.size()));
+  state.SetBytesProcessed(state.iterations() *
+                          static_cast<std::int64_t>(buffer.size() * sizeof(float)));
+}
+
 void dense_args(benchmark::internal::Benchmark* b) {
   for (int d : {768, 1024}) {
     for (int t : {64, 512})
@@ -130,6 +174,14 @@ void surrogate_args(benchmark::internal::Benchmark* b) {
     b->Args({d, 64});
 }
 
+// The small-batch case only (T = 64), for the side-by-side ProviderOnly runs.
+void gated_small_batch_args(benchmark::internal::Benchmark* b) {
+  for (int d : {768, 1024}) {
+    for (int f : {25, 50, 75})
+      b->Args({d, 64, f});
+  }
+}
+
 void gated_args(benchmark::internal::Benchmark* b) {
   for (int d : {768, 1024}) {
     for (int t : {64, 512}) {
@@ -145,5 +197,9 @@ BENCHMARK(BM_BareGemm)->Apply(dense_args)->Apply(block_args)->Unit(benchmark::kM
 BENCHMARK(BM_BareSurrogateGemm)->Apply(surrogate_args)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DenseMlp)->Apply(dense_args)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GatedMlp)->Apply(gated_args)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BareGemmProviderOnly)->Apply(block_args)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_BareSurrogateGemmProviderOnly)->Apply(surrogate_args)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GatedMlpProviderOnly)->Apply(gated_small_batch_args)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -16,6 +16,7 @@
 #include "gpt2_small_model.hpp"
 #include "nlb/model/load_model.hpp"
 #include "nlb/ops/gemm.hpp"
+#include "provider_only.hpp"
 
 namespace {
 
@@ -43,6 +44,14 @@ void BM_Gpt2SmallForward(benchmark::State& state) {
   state.counters["provider_in_use"] = nlb::ops::gemm_provider_in_use(Backend{}) ? 1.0 : 0.0;
 }
 
+// The same with kernels::small_gemm off: every product in the provider (its few-row products are
+// the attention's per-head tiles; the projections have T >= 128 rows).
+template <class Provider>
+void BM_Gpt2SmallForwardProviderOnly(benchmark::State& state) {
+  const nlb::bench::ProviderOnly scope;
+  BM_Gpt2SmallForward<Provider>(state);
+}
+
 void forward_args(benchmark::internal::Benchmark* b) {
   b->Args({128, 1})->Args({128, 2})->Args({1024, 1})->Args({1024, 2});
   b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
@@ -56,6 +65,9 @@ BENCHMARK(BM_Gpt2SmallForward<nlb::gemm_provider::eigen>)
 #if defined(NLB_HAVE_OPENBLAS)
 BENCHMARK(BM_Gpt2SmallForward<nlb::gemm_provider::openblas>)
     ->Name("BM_Gpt2SmallForward/openblas")
+    ->Apply(forward_args);
+BENCHMARK(BM_Gpt2SmallForwardProviderOnly<nlb::gemm_provider::openblas>)
+    ->Name("BM_Gpt2SmallForward/openblas_provider_only")
     ->Apply(forward_args);
 #endif
 #if defined(NLB_HAVE_BLIS)

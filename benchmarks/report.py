@@ -7,7 +7,9 @@ Uses the median aggregate when the run had --benchmark_repetitions, else the sin
 For bench_mlp it adds the comparisons the issue asks for: Mlp GFLOP/s against the bare
 GEMMs, the measured GatedMLP speedup against the FLOP-predicted 16 / (16(1-f) + 2f), and, where
 the run has the bare GEMMs at the gated layer's block sizes, against the speedup those GEMM
-rates allow.
+rates allow. Where the run has the ProviderOnly variants (kernels::small_gemm switched off), a
+table sets the two side by side, with the weights each forward streams against the measured
+read bandwidth.
 """
 import json
 import sys
@@ -95,6 +97,30 @@ def mlp_tables(rows):
             rate = f"{full['GFLOP/s']:.1f}" if full else "-"
             out.append(f"| {d} | {t} | {b['linear_fraction']:.2f} | {full_rows} | {rate} | "
                        f"{allowed:.2f}x | {measured:.2f}x | {100 * measured / allowed:.0f}% |")
+        out.append("")
+    provider_only = {n: b for n, b in rows.items() if n.startswith("BM_GatedMlpProviderOnly/")}
+    bandwidth = rows.get("BM_ReadBandwidth")
+    if dense and gated and provider_only:
+        read = bandwidth["bytes_per_second"] / 1e9 if bandwidth else None
+        out.append(f"Read bandwidth, one thread: {read:.1f} GB/s" if read else
+                   "Read bandwidth: not in this run")
+        out.append("")
+        out.append("| d | T | f | provider only: measured / predicted | with small_gemm: "
+                   "measured / predicted | weights streamed GB/s | % of read bandwidth |")
+        out.append("|---|---|---|---|---|---|---|")
+        for name, b in by_args(provider_only.items()):
+            d, t, f = name.split("/")[1:4]
+            base = dense.get(f"BM_DenseMlp/{d}/{t}")
+            with_kernel = gated.get(f"BM_GatedMlp/{d}/{t}/{f}")
+            if base is None or with_kernel is None:
+                continue
+            predicted = b["predicted_speedup"]
+            before = seconds(base) / seconds(b) / predicted
+            after = seconds(base) / seconds(with_kernel) / predicted
+            streamed = with_kernel["weight_GBps"]
+            share = f"{100 * streamed / read:.0f}%" if read else "-"
+            out.append(f"| {d} | {t} | {b['linear_fraction']:.2f} | {100 * before:.0f}% | "
+                       f"{100 * after:.0f}% | {streamed:.1f} | {share} |")
         out.append("")
     return out
 

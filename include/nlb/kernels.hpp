@@ -8,5 +8,6 @@
 #include "nlb/kernels/layer_norm.hpp"
 #include "nlb/kernels/log_sum_exp.hpp"
 #include "nlb/kernels/rotary.hpp"
+#include "nlb/kernels/small_gemm.hpp"
 #include "nlb/kernels/softmax.hpp"
 #include "nlb/kernels/softplus.hpp"

@@ -197,3 +197,39 @@ BOOST_AUTO_TEST_CASE(vector_products_split_over_threads,
   }
   nlb::ops::set_gemm_threads(Backend{}, 1);
 }
+
+// Products of 2 … 64 rows with row-major operands go to kernels::small_gemm where the build's
+// SIMD width has it (AVX-512; ops::detail::small_gemm_max_rows), with the columns split over
+// the threads when set_gemm_threads is above 1 (OpenMP builds). Each row count at both settings
+// of set_small_gemm and on one and two threads, against the triple loop: the kernel's path and
+// the provider's path meet the same bound.
+BOOST_AUTO_TEST_CASE(small_row_products_with_and_without_the_row_kernel) {
+  using Backend = nlb::backend::cpu;
+  nlb::GemmScratch<float> scratch;
+  BOOST_TEST_MESSAGE(
+      "small_gemm rows on this build: " << nlb::ops::detail::small_gemm_max_rows<Backend::arch>);
+  std::uint64_t seed = 1300;
+  for (const int threads : {1, 2})
+    for (const bool kernel : {true, false})
+      for (const Index m : {2, 9, 16, 48, 64, 65})
+        for (const auto& [k, n] : {std::pair<Index, Index>{300, 700}, {257, 96}}) {
+          nlb::ops::set_gemm_threads(Backend{}, threads);
+          nlb::ops::set_small_gemm(kernel);
+          const std::string shape = std::to_string(m) + "x" + std::to_string(k) + "x" +
+                                    std::to_string(n) + " threads " + std::to_string(threads) +
+                                    " small_gemm " + std::to_string(kernel);
+          const Eigen::MatrixXd a = rounded<float>(nlb::test::gaussian(m, k, ++seed));
+          const Eigen::MatrixXd b = rounded<float>(nlb::test::gaussian(k, n, ++seed));
+          const Eigen::MatrixXd c0 = rounded<float>(nlb::test::gaussian(m, n, ++seed));
+          const RowM<float> a_row = a.cast<float>(), b_row = b.cast<float>();
+          RowM<float> c_row(m, n);
+          nlb::ops::gemm(Backend{}, c_row, a_row, b_row, scratch);
+          check_within_bound<float>(c_row, triple_loop(a, b, Eigen::MatrixXd::Zero(m, n)), k,
+                                    shape);
+          c_row = c0.cast<float>();
+          nlb::ops::gemm(Backend{}, c_row, a_row, b_row, scratch, /*accumulate=*/true);
+          check_within_bound<float>(c_row, triple_loop(a, b, c0), k, shape + " accumulate");
+        }
+  nlb::ops::set_small_gemm(true);
+  nlb::ops::set_gemm_threads(Backend{}, 1);
+}

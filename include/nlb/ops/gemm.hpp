@@ -30,6 +30,7 @@
 #include "nlb/core/gemm_provider.hpp"
 #include "nlb/core/gemm_scratch.hpp"
 #include "nlb/core/matrix.hpp"
+#include "nlb/kernels/small_gemm.hpp"
 #include "nlb/ops/detail/blas_operand.hpp"
 #if defined(NLB_HAVE_OPENBLAS)
 #include "nlb/ops/detail/gemm_openblas.hpp"
@@ -116,6 +117,60 @@ bool split_output_ranges(Index n, Index work, Index align, F&& f) {
 #endif
 }
 
+/// Largest row count whose products go to kernels::small_gemm instead of the BLAS provider, for
+/// Arch. Measured (docs/benchmarks.md, "Gated MLP at small batches"): with AVX-512's 16-lane
+/// batches the kernel beats OpenBLAS from 16 up to 64 rows at the MLP shapes of GPT-2 sizes; with
+/// 8- or 4-lane batches its tile was slower than OpenBLAS's Haswell kernel, so those widths keep
+/// the provider (0: never).
+template <class Arch>
+inline constexpr Index small_gemm_max_rows = xsimd::batch<float, Arch>::size == 16 ? 64 : 0;
+
+/// Whether ops::gemm may send products with few rows to kernels::small_gemm (set_small_gemm);
+/// process-wide, on by default.
+inline std::atomic<bool>& small_gemm_enabled() {
+  static std::atomic<bool> enabled{true};
+  return enabled;
+}
+
+// dst (+)= lhs · rhs by kernels::small_gemm: float or double, a row-major lhs and dst and an
+// untransposed row-major rhs with unit inner strides, 2 … small_gemm_max_rows rows, at least two
+// columns. With set_gemm_threads(n > 1) the columns are split over the threads in ranges of whole
+// register tiles (split_output_ranges); a program without OpenMP leaves such products to the
+// provider's own threads. False (nothing done) otherwise.
+template <class Backend, class Dst, class Lhs, class Rhs>
+bool try_small_gemm(Dst& dst, const Lhs& lhs, const Rhs& rhs, bool accumulate) {
+  using T = typename Lhs::Scalar;
+  using Dest = std::remove_cv_t<std::remove_reference_t<Dst>>;
+  if constexpr (!requires { typename Backend::arch; } ||
+                !(std::is_same_v<T, float> || std::is_same_v<T, double>) || !has_blas_layout<Lhs> ||
+                !has_blas_layout<Rhs> || !has_blas_layout<Dest> || !Lhs::IsRowMajor ||
+                !Rhs::IsRowMajor || !Dest::IsRowMajor) {
+    return false;
+  } else {
+    using Arch = typename Backend::arch;
+    if (dst.rows() <= 1 || dst.rows() > small_gemm_max_rows<Arch> || dst.cols() <= 1 ||
+        !small_gemm_enabled().load(std::memory_order_relaxed))
+      return false;
+#if !defined(_OPENMP)
+    if (vector_product_threads().load(std::memory_order_relaxed) > 1)
+      return false;
+#endif
+    BlasMatrix<const T> a, b;
+    BlasMatrix<T> c;
+    if (!blas_view(lhs, a) || !blas_view(rhs, b) || !blas_view(dst, c))
+      return false;
+    const auto columns = [&](Index begin, Index end) {
+      kernels::small_gemm<Arch>(c.rows, end - begin, a.cols, a.data, a.ld, b.data + begin, b.ld,
+                                c.data + begin, c.ld, accumulate);
+    };
+    constexpr Index tile_columns = kernels::detail::small_gemm_tile_batches<Arch> *
+                                   static_cast<Index>(xsimd::batch<T, Arch>::size);
+    if (!split_output_ranges(c.cols, c.rows * c.cols * a.cols, tile_columns, columns))
+      columns(0, c.cols);
+    return true;
+  }
+}
+
 // dst (+)= lhs · rhs for a one-row or one-column dst, split by output entries over threads
 // (split_output_ranges). Each entry is still one length-k dot product (its terms may be summed
 // in another order than on one thread: Eigen blocks a narrower product differently).
@@ -159,6 +214,8 @@ void gemm(Backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs, const Eigen::Ma
                 "ops::gemm: this GEMM provider's library is not part of the build (link "
                 "nlbudget::openblas or nlbudget::blis)");
   if constexpr (!std::is_same_v<Provider, gemm_provider::eigen>) {
+    if (detail::try_small_gemm<Backend>(dst, lhs.derived(), rhs.derived(), accumulate))
+      return;
     if (detail::try_blas_gemm<Provider>(dst, lhs.derived(), rhs.derived(), accumulate))
       return;
   }
@@ -211,6 +268,14 @@ void set_gemm_threads(Backend, int threads) {
     Eigen::setNbThreads(threads);
   else
     detail::provider_set_threads(Provider{}, threads);
+}
+
+/// Whether products of 2 … detail::small_gemm_max_rows rows (row-major operands, BLAS providers
+/// only) run in kernels::small_gemm instead of the provider: on by default where that row count
+/// is non-zero. Off gives the provider every product (the benchmarks' side-by-side comparison).
+/// Process-wide.
+inline void set_small_gemm(bool enabled) {
+  detail::small_gemm_enabled().store(enabled, std::memory_order_relaxed);
 }
 
 }  // namespace nlb::ops
