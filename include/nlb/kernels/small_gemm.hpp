@@ -24,6 +24,7 @@
 #include <array>
 
 #include "nlb/core/matrix.hpp"
+#include "nlb/kernels/detail/unroll.hpp"
 
 NLB_XSIMD_GUARD_BEGIN
 
@@ -57,7 +58,7 @@ void small_gemm_tile(const T* a, Index lda, const T* b, Index ldb, T* c, Index l
     std::array<batch, Batches> b_row;
     for (int q = 0; q < Batches; ++q)
       b_row[q] = batch::load_unaligned(b + p * ldb + q * width);
-#pragma GCC unroll 8
+    NLB_UNROLL_LOOP
     for (int r = 0; r < Rows; ++r) {
       const batch x(a[r * lda + p]);
       for (int q = 0; q < Batches; ++q)
