@@ -16,6 +16,8 @@
 // BM_prefill<S>/T/threads      one whole forward of T tokens with logits (the prefill a
 //                               generation starts with), in storage S, for the side-by-side
 //                               comparison of 16-bit against float weights.
+// BM_prefill_widening<S>       the widening of every 16-bit weight matrix that one prefill
+//                               does, alone (its share of BM_prefill's 16-bit-minus-float time).
 // Counters of BM_decode: tokens_per_second; bytes_per_token, what one step must read: every
 // block's weight matrices and the unembedding (4 bytes per value in f32, 2 in f16 / bf16), their
 // biases and LayerNorms (F32), plus the KV cache rows (the mean over the steps);
@@ -45,8 +47,12 @@
 #include "gpt2_small_model.hpp"
 #include "nlb/analysis/mlp_variants.hpp"
 #include "nlb/core/aligned_buffer.hpp"
+#include "nlb/core/gemm_scratch.hpp"
+#include "nlb/core/half_matrix.hpp"
+#include "nlb/core/weight_storage.hpp"
 #include "nlb/model/load_model.hpp"
 #include "nlb/ops/gemm.hpp"
+#include "nlb/ops/half_gemm.hpp"
 #include "random_matrix.hpp"
 #include "read_bandwidth.hpp"
 
@@ -232,6 +238,40 @@ void BM_prefill(benchmark::State& state) {
   state.counters["threads"] = threads;
 }
 
+// The widening one 16-bit prefill does, alone: every weight matrix of the model (per block the
+// [d, 3d], [d, d], [d, 4d] and [4d, d] products, and the tied unembedding's [vocab, d] read
+// transposed) widened once, panel by panel as ops::gemm widens them for a product of more than
+// one row (ops::detail::for_each_widened_panel), on the calling thread, with no product. Set
+// against BM_prefill's 16-bit minus float time at the same T, it says how much of that
+// difference the widening is.
+template <class Storage>
+void BM_prefill_widening(benchmark::State& state) {
+  using H = typename Storage::element;
+  const auto& c = decode_model().config();
+  const Index d = c.d_model, h = c.d_hidden;
+  const auto half = [](Index rows, Index cols, std::uint64_t seed) {
+    return nlb::HalfMatrix<H>(nlb::bench::random_matrix(rows, cols, 0.02f, seed));
+  };
+  const std::vector<nlb::HalfMatrix<H>> block = {half(d, 3 * d, 60), half(d, d, 61), half(d, h, 62),
+                                                 half(h, d, 63)};
+  const nlb::HalfMatrix<H> unembedding = half(c.vocab_size, d, 64);
+  nlb::GemmScratch<float> scratch;
+  double checksum = 0;
+  const auto touch = [&](Index, const auto& panel) { checksum += panel(0, 0); };
+  for (auto _ : state) {
+    for (Index layer = 0; layer < c.n_layers; ++layer) {
+      for (const auto& w : block)
+        nlb::ops::detail::for_each_widened_panel<false>(Backend{}, w, scratch, touch);
+    }
+    nlb::ops::detail::for_each_widened_panel<true>(Backend{}, unembedding, scratch, touch);
+    benchmark::DoNotOptimize(checksum);
+  }
+  const double values = static_cast<double>(c.n_layers * 12 * d * d + c.vocab_size * d);
+  state.counters["widened_values"] = values;
+  state.counters["widen_GBps"] = benchmark::Counter(values * (sizeof(H) + sizeof(float)) / 1e9,
+                                                    benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // Every layer's MLP replaced by a gated one routing about `fraction` of its rows linear.
 struct GatedLayers {
   using Variant = nlb::MlpVariant<float, Backend>;
@@ -336,6 +376,8 @@ void prefill_runs(benchmark::internal::Benchmark* b) {
 BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::f32)->Apply(prefill_runs);
 BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::bf16)->Apply(prefill_runs);
 BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::f16)->Apply(prefill_runs);
+BENCHMARK_TEMPLATE(BM_prefill_widening, nlb::storage::bf16)->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_prefill_widening, nlb::storage::f16)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_decode_dense)
     ->Arg(1)
     ->Arg(2)

@@ -43,6 +43,32 @@ void check_half_product(const Lhs& lhs, Index k, Index n, const Dst& dst) {
   (void)lhs, (void)k, (void)n, (void)dst;
 }
 
+/// The prefill path's widening, on its own: the columns of w [k, n] (Transposed = false), or the
+/// rows of w [n, k] (true), widened panel by panel into `scratch.widened`, and for each panel
+/// on_panel(j, panel) with j its first output column and panel the float [k, cols] block (or
+/// [cols, k]). Every weight is widened once, on the calling thread. O(k·n).
+template <bool Transposed, class Backend, class H, class OnPanel>
+void for_each_widened_panel(Backend backend, const HalfMatrix<H>& w, GemmScratch<float>& scratch,
+                            OnPanel&& on_panel) {
+  const Index k = Transposed ? w.cols() : w.rows(), n = Transposed ? w.rows() : w.cols();
+  const Index width = widened_panel_width(k, n);
+  if (scratch.widened.size() < static_cast<std::size_t>(k * width))
+    scratch.widened.resize(static_cast<std::size_t>(k * width));
+  for (Index j = 0; j < n; j += width) {
+    const Index cols = std::min(width, n - j);
+    if constexpr (Transposed) {
+      Eigen::Map<RowMatrix<float>> panel(scratch.widened.data(), cols, k);  // [cols, k]
+      kernels::widen(backend, w.row(j), panel.data(), cols * k);
+      on_panel(j, panel);
+    } else {
+      Eigen::Map<RowMatrix<float>> panel(scratch.widened.data(), k, cols);  // [k, cols]
+      for (Index i = 0; i < k; ++i)
+        kernels::widen(backend, w.row(i) + j, panel.row(i).data(), cols);
+      on_panel(j, panel);
+    }
+  }
+}
+
 // dst (+)= lhs · w (Transposed = false; w [k, n]) or lhs · wᵀ (true; w [n, k]): one row through
 // the row kernels, split by output entries over threads; more rows by widened panels of
 // columns of w (or rows, transposed) and the float provider.
@@ -66,22 +92,13 @@ void half_product(Backend backend, Dst&& dst, const Lhs& lhs, const HalfMatrix<H
       run(0, n);
     return;
   }
-  const Index width = widened_panel_width(k, n);
-  if (scratch.widened.size() < static_cast<std::size_t>(k * width))
-    scratch.widened.resize(static_cast<std::size_t>(k * width));
-  for (Index j = 0; j < n; j += width) {
-    const Index cols = std::min(width, n - j);
-    if constexpr (Transposed) {
-      Eigen::Map<RowMatrix<float>> panel(scratch.widened.data(), cols, k);  // [cols, k]
-      kernels::widen(backend, w.row(j), panel.data(), cols * k);
-      ops::gemm(backend, dst.middleCols(j, cols), lhs, panel.transpose(), scratch, accumulate);
-    } else {
-      Eigen::Map<RowMatrix<float>> panel(scratch.widened.data(), k, cols);  // [k, cols]
-      for (Index i = 0; i < k; ++i)
-        kernels::widen(backend, w.row(i) + j, panel.row(i).data(), cols);
-      ops::gemm(backend, dst.middleCols(j, cols), lhs, panel, scratch, accumulate);
-    }
-  }
+  for_each_widened_panel<Transposed>(backend, w, scratch, [&](Index j, const auto& panel) {
+    if constexpr (Transposed)
+      ops::gemm(backend, dst.middleCols(j, panel.rows()), lhs, panel.transpose(), scratch,
+                accumulate);
+    else
+      ops::gemm(backend, dst.middleCols(j, panel.cols()), lhs, panel, scratch, accumulate);
+  });
 }
 
 }  // namespace detail
