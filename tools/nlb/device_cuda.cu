@@ -1,6 +1,6 @@
 // --device cuda (device_model.hpp): the model as Transformer<float, backend::cuda>
 // (nlb/cuda/transformer.cuh), and the budget pipeline's passes (nlb/cuda/variant_engine.cuh),
-// compiled by nvcc.
+// compiled by nvcc into the module nlb loads when --device cuda is given (device_loader.cpp).
 #include <memory>
 
 #include "device_model.hpp"
@@ -39,16 +39,24 @@ struct CudaVariants {
   cuda::DeviceVariants<float> variants;
 };
 
-}  // namespace
-
-DeviceEngine make_cuda_variant_engine(const Transformer<float>& host) {
+DeviceEngine make_variant_engine(const Transformer<float>& host) {
   auto owner = std::make_shared<CudaVariants>(host);
   auto engine = owner->variants.engine();
   return {std::move(owner), std::move(engine)};
 }
 
-std::unique_ptr<DeviceRunner> make_cuda_runner(const Transformer<float>& host) {
+std::unique_ptr<DeviceRunner> make_runner(const Transformer<float>& host) {
   return std::make_unique<CudaRunner>(host);
 }
 
+}  // namespace
+
 }  // namespace nlb::cli
+
+// The module's one exported name (device_model.hpp): a C name, so that dlsym finds it unmangled.
+extern "C" __attribute__((visibility("default"))) const nlb::cli::CudaModuleEntry*
+nlb_cuda_module_entry() {
+  static const nlb::cli::CudaModuleEntry entry{&nlb::cli::make_runner,
+                                              &nlb::cli::make_variant_engine};
+  return &entry;
+}

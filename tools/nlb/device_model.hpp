@@ -1,7 +1,9 @@
 // --device for the commands that run forward passes (eval, forward, generate, budget): the model
 // on a compute device, behind a small interface, so that the CUDA code is one nvcc-compiled file
-// (device_cuda.cu, built when the CUDA backend is) and the rest of nlb stays plain C++
-// (device_none.cpp stands in for it otherwise).
+// and the rest of nlb stays plain C++. That file (device_cuda.cu) is a module nlb loads only when
+// --device cuda is given (device_loader.cpp): linked into nlb, cuBLAS's start-up alone took 0.4 s
+// and 200 MB of every nlb run, `nlb help` included. Without the CUDA backend device_none.cpp
+// stands in for the loader.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,14 @@ struct DeviceEngine {
   VariantEngine<float> engine;
 };
 DeviceEngine make_cuda_variant_engine(const Transformer<float>& host);
+
+/// What the CUDA module (device_cuda.cu) exports under the C name cuda_module_entry_symbol: its
+/// two factories, which make_cuda_runner and make_cuda_variant_engine call.
+struct CudaModuleEntry {
+  std::unique_ptr<DeviceRunner> (*make_runner)(const Transformer<float>& host);
+  DeviceEngine (*make_variant_engine)(const Transformer<float>& host);
+};
+inline constexpr const char* cuda_module_entry_symbol = "nlb_cuda_module_entry";
 
 /// A device model with the host model's calling conventions, for evaluate_perplexity() and
 /// generate() (nlb/model/loss.hpp, sampling.hpp): forward(tokens, logits, ws[, taps, cache]).
