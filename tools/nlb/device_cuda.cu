@@ -57,6 +57,6 @@ std::unique_ptr<DeviceRunner> make_runner(const Transformer<float>& host) {
 extern "C" __attribute__((visibility("default"))) const nlb::cli::CudaModuleEntry*
 nlb_cuda_module_entry() {
   static const nlb::cli::CudaModuleEntry entry{&nlb::cli::make_runner,
-                                              &nlb::cli::make_variant_engine};
+                                               &nlb::cli::make_variant_engine};
   return &entry;
 }

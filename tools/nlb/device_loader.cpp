@@ -42,8 +42,7 @@ const CudaModuleEntry& cuda_module() {
         continue;
       }
       using EntryFunction = const CudaModuleEntry* (*)();
-      auto* function =
-          reinterpret_cast<EntryFunction>(::dlsym(handle, cuda_module_entry_symbol));
+      auto* function = reinterpret_cast<EntryFunction>(::dlsym(handle, cuda_module_entry_symbol));
       if (function == nullptr) {
         tried += "\n  " + path.string() + ": no symbol " + cuda_module_entry_symbol;
         continue;
@@ -51,8 +50,7 @@ const CudaModuleEntry& cuda_module() {
       return function();
     }
     throw Error("--device cuda: the CUDA module " + std::string(NLB_CUDA_MODULE_NAME) +
-                " could not be loaded (it is built and installed with nlb; docs/cuda.md):" +
-                tried);
+                " could not be loaded (it is built and installed with nlb; docs/cuda.md):" + tried);
   }();
   return *entry;
 }
