@@ -30,7 +30,8 @@ endfunction()
 # of compiling it in each translation unit (nlb/model/model_instances.hpp). Benchmarks do not:
 # they measure the code as a consumer compiles it, some with OpenMP.
 function(nlb_use_model_instances target)
-  target_compile_definitions(${target} PRIVATE NLB_EXTERN_MODEL_INSTANCES)
+  target_compile_definitions(${target} PRIVATE NLB_EXTERN_MODEL_INSTANCES
+                                                NLB_EXTERN_ANALYSIS_INSTANCES)
   target_link_libraries(${target} PRIVATE nlb_model_instances)
 endfunction()
 

@@ -835,3 +835,42 @@ BudgetReport<T, Backend> run_budget(
 }
 
 }  // namespace nlb
+
+// The pipeline's stages for float on the CPU backend, written once: `template` in an instances
+// file that compiles them (tools/instances/analysis_instances.cpp), `extern template` in every
+// translation unit built with NLB_EXTERN_ANALYSIS_INSTANCES, which then links them instead of
+// compiling them again (docs/architecture.md, "Compile time"). Without the macro the library
+// stays header-only and nothing changes.
+#define NLB_BUDGET_STAGE_INSTANCES(DECLARE, T, B)                                                 \
+  DECLARE SurrogateFit<T, B> fit_surrogates<T, B>(                                                \
+      const Transformer<T, B>&, std::span<const std::int32_t>, const BudgetProtocol&,             \
+      const std::string&, const std::function<void(Index, Index)>&);                              \
+  DECLARE WindowSetMeasure<T, B> detail::calibration_measure<T, B>(                               \
+      const Transformer<T, B>&, std::span<const std::int32_t>, Index, const BudgetProtocol&,      \
+      const BudgetObserver&, const VariantEngine<T, B>&);                                         \
+  DECLARE LabelStage<T, B> run_label_stage<T, B>(                                                 \
+      const Transformer<T, B>&, const SurrogateFit<T, B>&, std::span<const std::int32_t>,         \
+      const BudgetProtocol&, const BudgetObserver&, std::vector<std::pair<std::string, double>>&, \
+      const std::string&, const VariantEngine<T, B>&);                                            \
+  DECLARE EvalStage run_eval_stage<T, B>(                                                         \
+      const Transformer<T, B>&, const SurrogateFit<T, B>&, const LabelStage<T, B>*,               \
+      std::span<const std::int32_t>, const BudgetProtocol&,                                       \
+      const std::function<void(Index, Index)>&, const std::string&, const VariantEngine<T, B>&);  \
+  DECLARE NoFlyStage run_no_fly<T, B>(                                                            \
+      const Transformer<T, B>&, const SurrogateFit<T, B>&, std::span<const std::int32_t>,         \
+      const EvalStage&, std::span<const std::int32_t>, const BudgetProtocol&,                     \
+      const std::function<void(Index, Index)>&, const std::string&, const VariantEngine<T, B>&);  \
+  DECLARE AcrossStage<T, B> run_across_stage<T, B>(                                               \
+      const Transformer<T, B>&, const SurrogateFit<T, B>&, const LabelStage<T, B>&,               \
+      std::span<const std::int32_t>, std::span<const std::int32_t>, const BudgetProtocol&,        \
+      const BudgetObserver&);                                                                     \
+  DECLARE BudgetReport<T, B> run_budget<T, B>(                                                    \
+      const Transformer<T, B>&, std::span<const std::int32_t>, std::span<const std::int32_t>,     \
+      std::span<const std::int32_t>, std::span<const std::int32_t>, const BudgetProtocol&,        \
+      const BudgetObserver&, const std::array<std::string, 4>&, const VariantEngine<T, B>&);
+
+#ifdef NLB_EXTERN_ANALYSIS_INSTANCES
+namespace nlb {
+NLB_BUDGET_STAGE_INSTANCES(extern template, float, backend::cpu)
+}  // namespace nlb
+#endif

@@ -3,4 +3,4 @@
 
 #include "nlb/core/errors.hpp"
 
-inline int not_only_includes() { return 1; }
+inline int not_only_includes = 1;
