@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "nlb/text/detail/pair_table.hpp"
+#include "nlb/text/detail/token_index.hpp"
 
 namespace nlb::text {
 
@@ -55,9 +56,8 @@ class BpeModel {
   BpeModel(std::vector<std::string> tokens, const std::vector<BpeMerge>& merges)
       : tokens_(std::move(tokens)) {
     byte_ids_.fill(-1);
-    ids_.reserve(tokens_.size());
+    ids_.build(tokens_);
     for (std::size_t id = 0; id < tokens_.size(); ++id) {
-      ids_.emplace(tokens_[id], static_cast<std::int32_t>(id));
       if (tokens_[id].size() == 1)
         byte_ids_[static_cast<unsigned char>(tokens_[id][0])] = static_cast<std::int32_t>(id);
     }
@@ -100,6 +100,7 @@ class BpeModel {
     byte_ids_ = other.byte_ids_;
     std::lock_guard lock(cache_mutex_);
     cache_.clear();
+    cache_ids_.clear();
     return *this;
   }
   ~BpeModel() = default;
@@ -110,8 +111,8 @@ class BpeModel {
   const std::string& token(std::int32_t id) const { return tokens_[static_cast<std::size_t>(id)]; }
   /// The id of the token whose bytes are `bytes`, if any. O(length) expected.
   std::optional<std::int32_t> find(std::string_view bytes) const {
-    const auto it = ids_.find(bytes);
-    return it == ids_.end() ? std::nullopt : std::optional<std::int32_t>(it->second);
+    const std::int32_t id = ids_.find(bytes, tokens_);
+    return id < 0 ? std::nullopt : std::optional<std::int32_t>(id);
   }
   /// The id of the single-byte token of `byte`.
   std::int32_t byte_id(unsigned char byte) const { return byte_ids_[byte]; }
@@ -129,31 +130,38 @@ class BpeModel {
       out.push_back(byte_ids_[static_cast<unsigned char>(piece[0])]);
       return;
     }
-    // A piece that is a token BPE makes of its own bytes (most words of common text) is that
-    // token: one lookup instead of the merge loop.
-    if (const auto it = ids_.find(piece);
-        it != ids_.end() && whole_[static_cast<std::size_t>(it->second)]) {
-      out.push_back(it->second);
-      return;
-    }
+    // The cache first: it holds only the text's distinct pieces, so it stays in the CPU's caches,
+    // where the 50 000-token vocabulary does not (a vocabulary lookup for every piece was 39% of
+    // a cold-cache encode of the Jargon File, docs/benchmarks.md).
     const bool cacheable = piece.size() <= max_cached_piece;
     if (cacheable) {
       std::lock_guard lock(cache_mutex_);
-      const auto it = cache_.find(piece);
-      if (it != cache_.end()) {
-        out.insert(out.end(), it->second.begin(), it->second.end());
+      if (const auto it = cache_.find(piece); it != cache_.end()) {
+        const auto begin = cache_ids_.begin() + it->second.begin;
+        out.insert(out.end(), begin, begin + it->second.count);
         return;
       }
     }
     const std::size_t first = out.size();
-    merge(piece, out);
+    // A piece that is a token BPE makes of its own bytes (most words of common text) is that
+    // token: one lookup instead of the merge loop.
+    if (const std::int32_t id = ids_.find(piece, tokens_);
+        id >= 0 && whole_[static_cast<std::size_t>(id)])
+      out.push_back(id);
+    else
+      merge(piece, out);
     if (cacheable) {
       std::lock_guard lock(cache_mutex_);
-      if (cache_.size() >= max_cached_pieces)
+      if (cache_.size() >= max_cached_pieces) {
         cache_.clear();
-      cache_.emplace(
-          std::string(piece),
-          std::vector<std::int32_t>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
+        cache_ids_.clear();
+      }
+      const CachedIds ids{static_cast<std::ptrdiff_t>(cache_ids_.size()),
+                          static_cast<std::ptrdiff_t>(out.size() - first)};
+      // Another thread may have cached the piece meanwhile: then its entry stays.
+      if (cache_.try_emplace(std::string(piece), ids).second)
+        cache_ids_.insert(cache_ids_.end(), out.begin() + static_cast<std::ptrdiff_t>(first),
+                          out.end());
     }
   }
 
@@ -162,6 +170,7 @@ class BpeModel {
   void clear_cache() const {
     std::lock_guard lock(cache_mutex_);
     cache_.clear();
+    cache_ids_.clear();
   }
 
   /// The merges in rank order (a pair listed twice once, at its first rank).
@@ -255,14 +264,19 @@ class BpeModel {
   }
 
   std::vector<std::string> tokens_;  // id -> bytes
-  std::unordered_map<std::string, std::int32_t, detail::StringHash, std::equal_to<>> ids_;
+  detail::TokenIndex ids_;           // bytes -> id, over tokens_
   detail::PairTable merges_;
   std::vector<bool> whole_;  // id -> BPE of the token's bytes is the token itself
   std::array<std::int32_t, 256> byte_ids_{};
+  // The piece cache: piece -> its ids, which lie in cache_ids_ (one array for all pieces, so
+  // that caching a piece allocates no vector of its own).
+  struct CachedIds {
+    std::ptrdiff_t begin;
+    std::ptrdiff_t count;
+  };
   mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<std::int32_t>, detail::StringHash,
-                             std::equal_to<>>
-      cache_;
+  mutable std::unordered_map<std::string, CachedIds, detail::StringHash, std::equal_to<>> cache_;
+  mutable std::vector<std::int32_t> cache_ids_;
 };
 
 }  // namespace nlb::text
