@@ -396,6 +396,44 @@ BOOST_AUTO_TEST_CASE(long_pieces_and_the_cache) {
   BOOST_TEST(copy.encode(text) == gpt2().encode(text));
 }
 
+// Ids past 16 bits: the merge table then keeps 16-byte slots instead of 8-byte ones
+// (detail/pair_table.hpp). GPT-2's vocabulary and merges with 20 000 other tokens put first, so
+// that every GPT-2 token's id is 20 000 higher (up to 70 256): every piece of the texts must come
+// out as the same tokens.
+BOOST_AUTO_TEST_CASE(ids_past_16_bits_merge_the_same) {
+  const nlb::text::BpeModel& model = gpt2().model();
+  constexpr std::int32_t shift = 20000;
+  std::vector<std::string> tokens;
+  for (std::int32_t i = 0; i < shift; ++i) {
+    std::string filler = "\x01\x02#" + std::to_string(i);  // not a GPT-2 token
+    BOOST_REQUIRE(!model.find(filler));
+    tokens.push_back(std::move(filler));
+  }
+  for (std::int32_t id = 0; id < model.size(); ++id)
+    tokens.push_back(model.token(id));
+  std::vector<nlb::text::BpeMerge> merges = model.merge_list();
+  for (auto& m : merges)
+    m = {m.left + shift, m.right + shift, m.result + shift};
+  const nlb::text::BpeModel wide(std::move(tokens), merges);
+  BOOST_TEST(wide.merge_count() == model.merge_count());
+
+  std::size_t pieces = 0;
+  for (const char* name : {"jargon-eval.txt", "kjv-eval.txt"}) {
+    const std::string text = read_file(source_dir / "data" / name).substr(0, 40000);
+    nlb::text::for_each_gpt2_piece(text, [&](std::string_view piece) {
+      Ids want, got;
+      model.encode_piece(piece, want);
+      wide.encode_piece(piece, got);
+      for (auto& id : got)
+        id -= shift;
+      if (got != want)
+        BOOST_ERROR("piece \"" << piece << "\" differs");
+      ++pieces;
+    });
+  }
+  BOOST_TEST(pieces > 10000u);
+}
+
 // One tokenizer shared by threads (the piece cache is locked): the same ids as one thread.
 BOOST_AUTO_TEST_CASE(concurrent_encodes_agree) {
   const Tokenizer shared = neox();      // a copy: its own, empty cache

@@ -61,7 +61,7 @@ class BpeModel {
       if (tokens_[id].size() == 1)
         byte_ids_[static_cast<unsigned char>(tokens_[id][0])] = static_cast<std::int32_t>(id);
     }
-    merges_.reserve(merges.size());
+    merges_.reserve(merges.size(), tokens_.size());
     for (std::size_t rank = 0; rank < merges.size(); ++rank) {
       // A pair listed twice keeps its first (lowest) rank, as HF tokenizers does.
       merges_.insert(detail::PairTable::key(merges[rank].left, merges[rank].right),
@@ -236,8 +236,8 @@ class BpeModel {
       if (left.next < 0)
         return;
       const std::int32_t right = symbols[static_cast<std::size_t>(left.next)].id;
-      if (const detail::MergeRule* rule = merges_.find(detail::PairTable::key(left.id, right)))
-        push({rule->rank, pos, left.id, right, rule->result});
+      if (detail::MergeRule rule; merges_.find(detail::PairTable::key(left.id, right), rule))
+        push({rule.rank, pos, left.id, right, rule.result});
     };
     for (std::int32_t i = 0; i + 1 < n; ++i)
       consider(i);
