@@ -31,10 +31,10 @@ class PairTable {
     std::size_t capacity = 16;
     while (capacity < 2 * count)
       capacity *= 2;
-    compact_ = id_count < narrow_empty && count < narrow_empty;
+    narrow_form_ = id_count < narrow_limit && count < narrow_limit;
     wide_.clear();
     narrow_.clear();
-    if (compact_)
+    if (narrow_form_)
       narrow_.assign(capacity, NarrowSlot{narrow_key_empty, 0, 0});
     else
       wide_.assign(capacity, WideSlot{wide_empty, {-1, -1}});
@@ -44,7 +44,7 @@ class PairTable {
   /// Adds `rule` for `k` unless `k` is there already (then the first rule stays). Needs a
   /// reserve() for at least the number of pairs added, with ids and ranks below its bounds.
   void insert(std::uint64_t k, MergeRule rule) {
-    if (compact_) {
+    if (narrow_form_) {
       const std::uint32_t nk = narrow_key(k);
       for (std::size_t i = slot(nk, narrow_.size());; i = (i + 1) & (narrow_.size() - 1)) {
         if (narrow_[i].key == nk)
@@ -70,7 +70,7 @@ class PairTable {
 
   /// The rule of `k` in `rule`, if there is one. O(1) expected.
   bool find(std::uint64_t k, MergeRule& rule) const {
-    if (compact_) {
+    if (narrow_form_) {
       const std::uint32_t nk = narrow_key(k);
       for (std::size_t i = slot(nk, narrow_.size());; i = (i + 1) & (narrow_.size() - 1)) {
         const NarrowSlot s = narrow_[i];
@@ -109,10 +109,10 @@ class PairTable {
   }
 
  private:
-  // No pair of non-negative ids has both halves 0xFFFFFFFF; in the narrow form ids are below
-  // 0xFFFF, so no pair has both halves 0xFFFF.
+  // No pair of non-negative ids has both halves 0xFFFFFFFF; in the narrow form ids, ranks and
+  // counts are below narrow_limit, so no pair has both halves 0xFFFF.
   static constexpr std::uint64_t wide_empty = ~std::uint64_t{0};
-  static constexpr std::uint32_t narrow_empty = 0xFFFFu;
+  static constexpr std::uint32_t narrow_limit = 0xFFFFu;
   static constexpr std::uint32_t narrow_key_empty = ~std::uint32_t{0};
   // A key of the narrow form: both ids in 16 bits each.
   static std::uint32_t narrow_key(std::uint64_t k) {
@@ -133,7 +133,7 @@ class PairTable {
     std::uint16_t rank;
     std::uint16_t result;
   };
-  bool compact_ = false;
+  bool narrow_form_ = false;
   std::vector<WideSlot> wide_;
   std::vector<NarrowSlot> narrow_;
   std::size_t size_ = 0;
