@@ -241,6 +241,47 @@ BOOST_AUTO_TEST_CASE(device_cuda_runs_or_says_why_not) {
   BOOST_TEST(contains(other.err, "--device: expected cpu or cuda, found \"tpu\""));
 }
 
+// nlb loads its CUDA code, the module nlb_cuda.so beside it, only for --device cuda
+// (tools/nlb/device_model.hpp): a copy of nlb without the module runs everything else, and
+// --device cuda names the paths it tried. Without the CUDA backend there is no module and the
+// copy refuses --device cuda as nlb does.
+BOOST_AUTO_TEST_CASE(device_cuda_without_its_module_names_the_paths_tried) {
+  const fs::path built = NLB_BINARY;
+  const bool has_module = fs::exists(built.parent_path() / "nlb_cuda.so");
+  const fs::path dir = scratch_dir() / "nlb_without_its_module";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path copy = dir / "nlb";
+  fs::copy_file(built, copy);
+  const auto run_copy = [&](const std::string& args) {
+    const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+    const int status = std::system(
+        ("'" + copy.string() + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'")
+            .c_str());
+    nlb::test::CliResult r;
+    if (WIFEXITED(status))
+      r.exit_code = WEXITSTATUS(status);
+    r.out = nlb::test::slurp(out);
+    r.err = nlb::test::slurp(err);
+    return r;
+  };
+  const std::string eval = "eval --model '" + tiny_gpt2.string() + "' --text '" +
+                           eval_text.string() + "' --context 128 --max-windows 1 --json";
+  const auto on_cpu = run_copy(eval);
+  BOOST_TEST(on_cpu.exit_code == 0, on_cpu.err);
+  const auto on_cuda = run_copy(eval + " --device cuda");
+  BOOST_TEST(on_cuda.out.empty());
+  if (has_module) {
+    BOOST_TEST(on_cuda.exit_code == 1);
+    BOOST_TEST(contains(on_cuda.err, "the CUDA module nlb_cuda.so could not be loaded"),
+               on_cuda.err);
+    BOOST_TEST(contains(on_cuda.err, (dir / "nlb_cuda.so").string() + ": not found"), on_cuda.err);
+  } else {
+    BOOST_TEST(on_cuda.exit_code == 2);
+    BOOST_TEST(contains(on_cuda.err, "built without the CUDA backend"), on_cuda.err);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(eval_reads_u16_and_u32_token_files_like_text) {
   const auto tokens = nlb::io::read_text_tokens(eval_text);
   const fs::path u16 = scratch_dir() / "eval.u16.bin", u32 = scratch_dir() / "eval.u32.bin";
