@@ -46,52 +46,36 @@ class PairTable {
   void insert(std::uint64_t k, MergeRule rule) {
     if (narrow_form_) {
       const std::uint32_t nk = narrow_key(k);
-      for (std::size_t i = slot(nk, narrow_.size());; i = (i + 1) & (narrow_.size() - 1)) {
-        if (narrow_[i].key == nk)
-          return;
-        if (narrow_[i].key == narrow_key_empty) {
-          narrow_[i] = {nk, static_cast<std::uint16_t>(rule.rank),
-                        static_cast<std::uint16_t>(rule.result)};
-          ++size_;
-          return;
-        }
-      }
-    }
-    for (std::size_t i = slot(k, wide_.size());; i = (i + 1) & (wide_.size() - 1)) {
-      if (wide_[i].key == k)
-        return;
-      if (wide_[i].key == wide_empty) {
-        wide_[i] = {k, rule};
+      NarrowSlot& s = narrow_[probe(narrow_, nk, narrow_key_empty)];
+      if (s.key == narrow_key_empty) {
+        s = {nk, static_cast<std::uint16_t>(rule.rank), static_cast<std::uint16_t>(rule.result)};
         ++size_;
-        return;
       }
+      return;
+    }
+    WideSlot& s = wide_[probe(wide_, k, wide_empty)];
+    if (s.key == wide_empty) {
+      s = {k, rule};
+      ++size_;
     }
   }
 
   /// The rule of `k` in `rule`, if there is one. O(1) expected.
   bool find(std::uint64_t k, MergeRule& rule) const {
     if (narrow_form_) {
-      const std::uint32_t nk = narrow_key(k);
-      for (std::size_t i = slot(nk, narrow_.size());; i = (i + 1) & (narrow_.size() - 1)) {
-        const NarrowSlot s = narrow_[i];
-        if (s.key == nk) {
-          rule = {s.rank, s.result};
-          return true;
-        }
-        if (s.key == narrow_key_empty)
-          return false;
-      }
+      const NarrowSlot s = narrow_[probe(narrow_, narrow_key(k), narrow_key_empty)];
+      if (s.key == narrow_key_empty)
+        return false;
+      rule = {s.rank, s.result};
+      return true;
     }
     if (wide_.empty())
       return false;
-    for (std::size_t i = slot(k, wide_.size());; i = (i + 1) & (wide_.size() - 1)) {
-      if (wide_[i].key == k) {
-        rule = wide_[i].rule;
-        return true;
-      }
-      if (wide_[i].key == wide_empty)
-        return false;
-    }
+    const WideSlot& s = wide_[probe(wide_, k, wide_empty)];
+    if (s.key == wide_empty)
+      return false;
+    rule = s.rule;
+    return true;
   }
 
   std::size_t size() const { return size_; }
@@ -118,9 +102,16 @@ class PairTable {
   static std::uint32_t narrow_key(std::uint64_t k) {
     return static_cast<std::uint32_t>(((k >> 32) << 16) | (k & 0xFFFFu));
   }
-  static std::size_t slot(std::uint64_t k, std::size_t capacity) {
-    // Fibonacci hashing: the high bits of k * 2^64/phi index the table.
-    return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> 32) & (capacity - 1);
+  // The slot of `k` in `slots` (either form): the one that holds it, or the empty one where it
+  // would go. Fibonacci hashing (the high bits of k * 2^64/phi) picks the first, linear probing
+  // the next.
+  template <class Slot, class Key>
+  static std::size_t probe(const std::vector<Slot>& slots, Key k, Key empty) {
+    const std::size_t mask = slots.size() - 1;
+    std::size_t i = static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+    while (slots[i].key != k && slots[i].key != empty)
+      i = (i + 1) & mask;
+    return i;
   }
 
   // Key and rule side by side (16 or 8 bytes): a lookup touches one cache line.

@@ -26,14 +26,9 @@ class TokenIndex {
     slots_.assign(capacity, Slot{0, empty});
     for (std::size_t id = 0; id < tokens.size(); ++id) {
       const std::uint64_t h = hash(tokens[id]);
-      for (std::size_t i = h & (capacity - 1);; i = (i + 1) & (capacity - 1)) {
-        if (slots_[i].id == empty) {
-          slots_[i] = {tag(h), static_cast<std::int32_t>(id)};
-          break;
-        }
-        if (slots_[i].tag == tag(h) && tokens[static_cast<std::size_t>(slots_[i].id)] == tokens[id])
-          break;
-      }
+      Slot& s = slots_[probe(tokens[id], h, tokens)];
+      if (s.id == empty)
+        s = {tag(h), static_cast<std::int32_t>(id)};
     }
   }
 
@@ -41,15 +36,7 @@ class TokenIndex {
   std::int32_t find(std::string_view bytes, const std::vector<std::string>& tokens) const {
     if (slots_.empty())
       return -1;
-    const std::uint64_t h = hash(bytes);
-    const std::size_t mask = slots_.size() - 1;
-    for (std::size_t i = h & mask;; i = (i + 1) & mask) {
-      const Slot s = slots_[i];
-      if (s.id == empty)
-        return -1;
-      if (s.tag == tag(h) && tokens[static_cast<std::size_t>(s.id)] == bytes)
-        return s.id;
-    }
+    return slots_[probe(bytes, hash(bytes), tokens)].id;  // an empty slot's id is -1
   }
 
  private:
@@ -57,6 +44,17 @@ class TokenIndex {
   static std::uint64_t hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
   // The hash's high half: a slot whose tag differs is skipped without touching the token's bytes.
   static std::uint32_t tag(std::uint64_t h) { return static_cast<std::uint32_t>(h >> 32); }
+
+  // The slot that holds `bytes` (hash h), or the empty one where it would go: linear probing.
+  std::size_t probe(std::string_view bytes, std::uint64_t h,
+                    const std::vector<std::string>& tokens) const {
+    const std::size_t mask = slots_.size() - 1;
+    std::size_t i = h & mask;
+    while (slots_[i].id != empty &&
+           !(slots_[i].tag == tag(h) && tokens[static_cast<std::size_t>(slots_[i].id)] == bytes))
+      i = (i + 1) & mask;
+    return i;
+  }
 
   struct Slot {
     std::uint32_t tag;
