@@ -4,6 +4,10 @@
 // NLB_BENCH_LOAD_KEEP is set). Two measurements per checkpoint:
 //   BM_LoadModel      load_model<float> in this process, files already in the page cache:
 //                     file_GBps = file bytes / load time (the target: >= 1 GB/s).
+//                     <mapped>: the same with backend::with_weights<storage::mapped>, where the
+//                     tensors the file holds as used stay in its mapping (no copy).
+//   BM_LoadAndFirstToken  load, then a forward of one token (every weight read once): the time
+//                     to a model that has computed, page faults of mapped weights included.
 //   BM_EvalPeakRss    `nlb eval` on 2 windows of 128 tokens in a child process: its peak
 //                     resident set (getrusage ru_maxrss) against the float32 weight bytes
 //                     (target: <= 1.15).
@@ -238,10 +242,13 @@ Prepared prepare(const Case& c) {
   return p;
 }
 
+using MappedWeights = nlb::backend::with_weights<nlb::storage::mapped>;
+
+template <class Backend>
 void BM_LoadModel(benchmark::State& state) {
   const auto [dir, summary, label] = prepare(cases[state.range(0)]);
   for (auto _ : state) {
-    const auto model = nlb::load_model<float>(dir);
+    const auto model = nlb::load_model<float, Backend>(dir);
     benchmark::DoNotOptimize(&model);
   }
   state.SetLabel(label);
@@ -252,6 +259,19 @@ void BM_LoadModel(benchmark::State& state) {
       benchmark::Counter(files / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["weights_GBps"] =
       benchmark::Counter(weights / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+template <class Backend>
+void BM_LoadAndFirstToken(benchmark::State& state) {
+  const auto [dir, summary, label] = prepare(cases[state.range(0)]);
+  const std::int32_t token[] = {0};
+  for (auto _ : state) {
+    const auto model = nlb::load_model<float, Backend>(dir);
+    nlb::RowMatrix<float> logits;
+    model.forward(token, logits);
+    benchmark::DoNotOptimize(logits.data());
+  }
+  state.SetLabel(label);
 }
 
 // Runs `argv` as a child process; returns its peak resident set in bytes and its exit status.
@@ -302,7 +322,24 @@ void BM_EvalPeakRss(benchmark::State& state) {
 
 void register_all() {
   for (long i = 0; i < static_cast<long>(std::size(cases)); ++i) {
-    benchmark::RegisterBenchmark("BM_LoadModel", BM_LoadModel)
+    benchmark::RegisterBenchmark("BM_LoadModel<f32>", BM_LoadModel<nlb::backend::cpu>)
+        ->Arg(i)
+        ->Iterations(3)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_LoadModel<mapped>", BM_LoadModel<MappedWeights>)
+        ->Arg(i)
+        ->Iterations(3)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_LoadAndFirstToken<f32>",
+                                 BM_LoadAndFirstToken<nlb::backend::cpu>)
+        ->Arg(i)
+        ->Iterations(3)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_LoadAndFirstToken<mapped>",
+                                 BM_LoadAndFirstToken<MappedWeights>)
         ->Arg(i)
         ->Iterations(3)
         ->Unit(benchmark::kMillisecond)

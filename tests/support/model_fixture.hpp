@@ -65,16 +65,16 @@ inline std::string reference_tap_key(Tap tap, Index layer) {
   return layer == 0 ? tap_key(Tap::embedding, 0) : tap_key(Tap::block_output, layer - 1);
 }
 
-/// Loads the model in `model_dir` as Transformer<T>, runs every window of the fixture and checks
-/// max-relative errors of the logits (against "logits_f64") and of every tap (reference_tap_key;
-/// the taps are stored for the first windows only, [tap windows, T, d]), and the absolute error
-/// of every per-position loss ("loss", [windows, T − 1]) against the bounds; prints the worst of
-/// each.
-template <class T>
+/// Loads the model in `model_dir` as Transformer<T, Backend>, runs every window of the fixture and
+/// checks max-relative errors of the logits (against "logits_f64") and of every tap
+/// (reference_tap_key; the taps are stored for the first windows only, [tap windows, T, d]), and
+/// the absolute error of every per-position loss ("loss", [windows, T − 1]) against the bounds;
+/// prints the worst of each.
+template <class T, class Backend = backend::cpu>
 void check_model_against_fixture(const std::filesystem::path& model_dir,
                                  const std::filesystem::path& fixture_file, double logits_bound,
                                  double tap_bound, double loss_bound) {
-  const auto model = load_model<T>(model_dir);
+  const auto model = load_model<T, Backend>(model_dir);
   const auto ref = io::SafetensorsFile::open(fixture_file);
   const Index windows = ref.info("tokens").shape[0];
   const Index tap_windows = ref.info("tap.embedding").shape[0];

@@ -28,9 +28,10 @@ struct AttentionWeights {
   RowVector<T, D> b_out;                  // [d]
 };
 
-/// `w` with its matrices in storage S (moved through for storage::f32). O(d²).
-template <class S, class T, int D>
-AttentionWeights<T, D, S> to_weight_storage(AttentionWeights<T, D>&& w) {
+/// `w` (float matrices, or MappedMatrix views for storage::mapped) with its matrices in storage
+/// S (moved through when they are in it already). O(d²) for a conversion.
+template <class S, class T, int D, class From>
+AttentionWeights<T, D, S> to_weight_storage(AttentionWeights<T, D, From>&& w) {
   return {to_weight_storage<S>(std::move(w.w_qkv)), std::move(w.b_qkv),
           to_weight_storage<S>(std::move(w.w_out)), std::move(w.b_out)};
 }
@@ -77,8 +78,10 @@ class DenseAttention {
   DenseAttention() = default;
 
   /// Throws ShapeError when the weights do not fit d and the head count, ArgumentError for an
-  /// odd or too large rotary_dims.
-  DenseAttention(AttentionWeights<T, D> weights, Index n_heads, Index rotary_dims = 0,
+  /// odd or too large rotary_dims. The weights are float matrices (converted to `Weights`
+  /// storage) or already in it.
+  template <class From = storage::f32>
+  DenseAttention(AttentionWeights<T, D, From> weights, Index n_heads, Index rotary_dims = 0,
                  double rotary_base = 10000.0)
       : w_(to_weight_storage<Weights>(std::move(weights))),
         n_heads_(n_heads),

@@ -3,7 +3,10 @@
 // storage::f32 keeps them as Eigen matrices of the model's scalar (the default, every component
 // and analysis reads them directly). storage::f16 and storage::bf16 keep them as HalfMatrix, half
 // the bytes, for forwards that are bound by reading the weights (batch-1 decoding); activations,
-// biases, norms and accumulation stay in the scalar type. A backend names its storage as
+// biases, norms and accumulation stay in the scalar type. storage::mapped keeps them as
+// MappedMatrix: a loaded model reads a tensor where the checkpoint's mapping holds it when the
+// file stores it as the model reads it (same dtype, same layout), so loading copies nothing of
+// it; other tensors are converted into matrices of their own. A backend names its storage as
 // `Backend::weights` (backend::with_weights<storage::bf16> on top of a CPU backend).
 #pragma once
 
@@ -11,6 +14,7 @@
 #include <utility>
 
 #include "nlb/core/half_matrix.hpp"
+#include "nlb/core/mapped_matrix.hpp"
 #include "nlb/core/matrix.hpp"
 
 namespace nlb::storage {
@@ -23,11 +27,14 @@ struct bf16 {
   using element = Eigen::bfloat16;
 };
 
+struct mapped {};
+
 template <class S>
 inline constexpr bool is_half = std::is_same_v<S, f16> || std::is_same_v<S, bf16>;
 
 template <class S>
-inline constexpr bool is_storage = std::is_same_v<S, f32> || is_half<S>;
+inline constexpr bool is_storage =
+    std::is_same_v<S, f32> || is_half<S> || std::is_same_v<S, mapped>;
 
 namespace detail {
 template <class S, class T, int Rows, int Cols>
@@ -39,6 +46,10 @@ requires is_half<S>
 struct weight_matrix_of<S, T, Rows, Cols> {
   using type = HalfMatrix<typename S::element>;
 };
+template <class T, int Rows, int Cols>
+struct weight_matrix_of<mapped, T, Rows, Cols> {
+  using type = MappedMatrix<T, Rows, Cols>;
+};
 }  // namespace detail
 
 }  // namespace nlb::storage
@@ -46,21 +57,44 @@ struct weight_matrix_of<S, T, Rows, Cols> {
 namespace nlb {
 
 /// The weight matrix [Rows, Cols] of storage S for scalar T: RowMatrix<T, Rows, Cols> for
-/// storage::f32, HalfMatrix (sizes at run time) for storage::f16 / storage::bf16.
+/// storage::f32, HalfMatrix (sizes at run time) for storage::f16 / storage::bf16,
+/// MappedMatrix<T, Rows, Cols> for storage::mapped.
 template <class S, class T, int Rows = Dynamic, int Cols = Dynamic>
 using weight_matrix = typename storage::detail::weight_matrix_of<S, T, Rows, Cols>::type;
 
-/// The Eigen matrix `m` in storage S: moved through for storage::f32, rounded to 16 bits
-/// otherwise (as HalfMatrix rounds). O(size).
+/// The Eigen matrix `m` in storage S: moved through for storage::f32, rounded to 16 bits for
+/// f16 / bf16 (as HalfMatrix rounds, O(size)), moved into a MappedMatrix that owns it for
+/// storage::mapped.
 template <class S, class M>
 requires std::is_base_of_v<Eigen::MatrixBase<M>, M>
 auto to_weight_storage(M m) {
   static_assert(storage::is_storage<S>,
-                "to_weight_storage<S>: S must be storage::f32, f16 or bf16");
+                "to_weight_storage<S>: S must be storage::f32, f16, bf16 or mapped");
+  using Scalar = typename M::Scalar;
   if constexpr (storage::is_half<S>)
     return HalfMatrix<typename S::element>(m);
+  else if constexpr (std::is_same_v<S, storage::mapped>)
+    return MappedMatrix<Scalar, M::RowsAtCompileTime, M::ColsAtCompileTime>(
+        RowMatrix<Scalar, M::RowsAtCompileTime, M::ColsAtCompileTime>(std::move(m)));
   else
     return m;
+}
+
+/// A HalfMatrix of S's element is already in storage S: passed through, O(1).
+template <class S, class H>
+HalfMatrix<H> to_weight_storage(HalfMatrix<H> w) {
+  static_assert(storage::is_half<S> && std::is_same_v<H, typename S::element>,
+                "to_weight_storage<S>: a HalfMatrix passes through its own 16-bit storage only");
+  return w;
+}
+
+/// A MappedMatrix (a view of a checkpoint's tensor, or a matrix it owns) is already in
+/// storage::mapped: passed through, O(1).
+template <class S, class T, int Rows, int Cols>
+MappedMatrix<T, Rows, Cols> to_weight_storage(MappedMatrix<T, Rows, Cols> w) {
+  static_assert(std::is_same_v<S, storage::mapped>,
+                "to_weight_storage<S>: a MappedMatrix passes through storage::mapped only");
+  return w;
 }
 
 }  // namespace nlb

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "nlb/core/errors.hpp"
+#include "nlb/core/mapped_matrix.hpp"
 #include "nlb/core/matrix.hpp"
 #include "nlb/io/detail/byte_order.hpp"
 #include "nlb/io/detail/file_bytes.hpp"
@@ -155,6 +156,30 @@ class SafetensorsFile {
     RowMatrix<T> out(rows, cols);
     decode_into(t, out.data());
     return out;
+  }
+
+  /// A 2-D tensor of shape [rows, cols] as a read-only matrix [rows, cols] of T, without a copy
+  /// where the file holds T's values as they lie: dtype F32 for float (F64 for double) on a
+  /// little-endian machine, at an address that is a multiple of alignof(T). Such a matrix views
+  /// the file's bytes (MappedMatrix::is_view) and keeps the mapping alive after this object is
+  /// gone; its pages are read when first touched and stay in the page cache's keeping. Any other
+  /// tensor is converted as read_matrix converts it, into a matrix the result owns. Checks and
+  /// errors as read_matrix. O(1) for a view, O(numel) otherwise.
+  template <class T>
+  MappedMatrix<T> map_matrix(std::string_view name, Index rows, Index cols) const {
+    static_assert(std::is_floating_point_v<T>, "map_matrix: T is float or double");
+    check_size_argument("map_matrix: rows", rows);
+    check_size_argument("map_matrix: cols", cols);
+    const TensorInfo& t = info(name);
+    const std::int64_t shape[] = {rows, cols};
+    check_shape(t, shape);
+    const std::uint8_t* at = bytes_->data() + data_begin_ + t.begin;
+    const bool as_they_lie = std::endian::native == std::endian::little &&
+                             t.dtype == (std::is_same_v<T, float> ? DType::F32 : DType::F64) &&
+                             reinterpret_cast<std::uintptr_t>(at) % alignof(T) == 0;
+    if (!as_they_lie || rows * cols == 0)
+      return MappedMatrix<T>(read_matrix<T>(name, rows, cols));
+    return MappedMatrix<T>(reinterpret_cast<const T*>(at), rows, cols, bytes_);
   }
 
   /// A 2-D tensor of shape [rows, cols] as its transpose [cols, rows] (row-major): element

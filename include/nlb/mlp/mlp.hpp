@@ -66,16 +66,18 @@ class Mlp {
         b_fc_(std::move(b_fc)),
         w_proj_(to_weight_storage<Weights>(std::move(w_proj))),
         b_proj_(std::move(b_proj)) {
-    const Index d = w_fc_.rows();
-    const Index h = w_fc_.cols();
-    if constexpr (D != Dynamic)
-      check_dim("Mlp: W_fc rows (compile-time d)", D, d);
-    if constexpr (H != Dynamic)
-      check_dim("Mlp: W_fc cols (compile-time h)", H, h);
-    check_dim("Mlp: b_fc size (h)", h, b_fc_.size());
-    check_dim("Mlp: W_proj rows (h)", h, w_proj_.rows());
-    check_dim("Mlp: W_proj cols (d)", d, w_proj_.cols());
-    check_dim("Mlp: b_proj size (d)", d, b_proj_.size());
+    check_weights();
+  }
+
+  /// The same with W_fc and W_proj already in `Weights` storage (a loader's MappedMatrix views
+  /// of a checkpoint, storage::mapped): kept as they are, nothing copied.
+  Mlp(FcMatrix w_fc, RowVector<T, H> b_fc, ProjMatrix w_proj,
+      RowVector<T, D> b_proj) requires(!std::is_same_v<Weights, storage::f32>)
+      : w_fc_(std::move(w_fc)),
+        b_fc_(std::move(b_fc)),
+        w_proj_(std::move(w_proj)),
+        b_proj_(std::move(b_proj)) {
+    check_weights();
   }
 
   /// Y = MLP(X) using `ws` for the hidden block and the products' packing buffers. X [T, d],
@@ -120,6 +122,20 @@ class Mlp {
   const RowVector<T, D>& b_proj() const { return b_proj_; }  // [d]
 
  private:
+  // ShapeError unless the weights fit together and the compile-time sizes.
+  void check_weights() const {
+    const Index d = w_fc_.rows();
+    const Index h = w_fc_.cols();
+    if constexpr (D != Dynamic)
+      check_dim("Mlp: W_fc rows (compile-time d)", D, d);
+    if constexpr (H != Dynamic)
+      check_dim("Mlp: W_fc cols (compile-time h)", H, h);
+    check_dim("Mlp: b_fc size (h)", h, b_fc_.size());
+    check_dim("Mlp: W_proj rows (h)", h, w_proj_.rows());
+    check_dim("Mlp: W_proj cols (d)", d, w_proj_.cols());
+    check_dim("Mlp: b_proj size (d)", d, b_proj_.size());
+  }
+
   FcMatrix w_fc_;
   RowVector<T, H> b_fc_;
   ProjMatrix w_proj_;

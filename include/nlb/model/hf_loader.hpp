@@ -18,10 +18,14 @@
 
 namespace nlb {
 
-/// Reads `dir`/config.json and the model's safetensors into ModelWeights<T> (weights converted
-/// from F32, F16, BF16 or F64 to T). Throws FormatError naming file, tensor, expected and found.
-template <class T>
-ModelWeights<T> load_model_weights(const std::filesystem::path& dir) {
+/// Reads `dir`/config.json and the model's safetensors into ModelWeights<T, S> (weights converted
+/// from F32, F16, BF16 or F64 to T). The large matrices are in storage S, each converted as it is
+/// read (so a 16-bit model never holds the float copy of all its weights); with storage::mapped
+/// the ones the file holds as T's values in our layout (GPT-2's Conv1D weights and embeddings,
+/// GPT-NeoX's embeddings) stay where the mapping has them, nothing copied. Throws FormatError
+/// naming file, tensor, expected and found.
+template <class T, class S = storage::f32>
+ModelWeights<T, S> load_model_weights(const std::filesystem::path& dir) {
   if (!std::filesystem::is_directory(dir)) {
     throw FormatError(dir.string() + ": not a model directory");
   }
@@ -32,9 +36,9 @@ ModelWeights<T> load_model_weights(const std::filesystem::path& dir) {
         "an \"nlb-sd\" model (S–D attention; load it with load_model)"));
   }
   detail::TensorSource src(dir);
-  ModelWeights<T> w = config.architecture == Architecture::gpt2
-                          ? detail::read_gpt2<T>(src, config)
-                          : detail::read_gpt_neox<T>(src, config);
+  ModelWeights<T, S> w = config.architecture == Architecture::gpt2
+                             ? detail::read_gpt2<T, S>(src, config)
+                             : detail::read_gpt_neox<T, S>(src, config);
   src.check_all_used();
   return w;
 }

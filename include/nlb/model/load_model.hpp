@@ -15,14 +15,16 @@ namespace nlb {
 
 /// Loads a model directory as a Dynamic-size Transformer (each layer's MlpSlot holds its Mlp,
 /// its AttentionSlot the dense attention; for model_type "nlb-sd", load_sd_model's S–D
-/// attention).
+/// attention). The weights are read into Backend::weights storage tensor by tensor
+/// (load_model_weights): with backend::with_weights<storage::mapped>, a GPT-2 checkpoint's F32
+/// weights are used where the file's mapping holds them (docs/safetensors.md, "Memory").
 template <class T, class Backend = backend::cpu>
 Transformer<T, Backend> load_model(const std::filesystem::path& dir) {
   if (std::filesystem::is_directory(dir) &&
       read_hf_config(dir / "config.json").architecture == Architecture::nlb_sd) {
     return load_sd_model<T, Backend>(dir);
   }
-  return make_transformer<T, Backend>(load_model_weights<T>(dir));
+  return make_transformer<T, Backend>(load_model_weights<T, typename Backend::weights>(dir));
 }
 
 #ifdef NLB_EXTERN_MODEL_INSTANCES

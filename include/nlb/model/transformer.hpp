@@ -30,9 +30,10 @@ struct EmbeddingWeights {
   weight_matrix<S, T, Dynamic, D> unembedding;  // [vocab, d]; empty when tied to `token`
 };
 
-/// `w` with its matrices in storage S (moved through for storage::f32). O(size).
-template <class S, class T, int D>
-EmbeddingWeights<T, D, S> to_weight_storage(EmbeddingWeights<T, D>&& w) {
+/// `w` (float matrices, or MappedMatrix views for storage::mapped) with its matrices in storage
+/// S (moved through when they are in it already). O(size) for a conversion.
+template <class S, class T, int D, class From>
+EmbeddingWeights<T, D, S> to_weight_storage(EmbeddingWeights<T, D, From>&& w) {
   return {to_weight_storage<S>(std::move(w.token)), to_weight_storage<S>(std::move(w.position)),
           std::move(w.final_norm), to_weight_storage<S>(std::move(w.unembedding))};
 }
@@ -138,7 +139,8 @@ class BasicTransformer {
     GemmScratch<T> head;  // the unembedding product's packing buffers
   };
 
-  BasicTransformer(ModelConfig config, EmbeddingWeights<T, D> embeddings, Layers layers)
+  template <class From = storage::f32>
+  BasicTransformer(ModelConfig config, EmbeddingWeights<T, D, From> embeddings, Layers layers)
       : config_(std::move(config)),
         emb_(to_weight_storage<Weights>(std::move(embeddings))),
         layers_(std::move(layers)) {

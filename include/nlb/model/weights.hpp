@@ -15,11 +15,13 @@ namespace nlb {
 /// One layer's MLP weights: W_fc [d, h], b_fc [h], W_proj [h, d], b_proj [d]; for a linearized
 /// layer (docs/linearize.md) also its surrogate and gate. `kind` says which parts are set:
 /// full: the MLP only; linear: the surrogate only (the MLP matrices are empty); gated: all.
-template <class T>
+/// W_fc and W_proj are in storage S (nlb/core/weight_storage.hpp: float matrices by default; a
+/// loader reading for a backend::with_weights model keeps them in that backend's storage).
+template <class T, class S = storage::f32>
 struct MlpWeights {
-  RowMatrix<T> w_fc;
+  weight_matrix<S, T> w_fc;
   RowVector<T> b_fc;
-  RowMatrix<T> w_proj;
+  weight_matrix<S, T> w_proj;
   RowVector<T> b_proj;
   MlpKind kind = MlpKind::full;
   RowMatrix<T> w_surrogate;  // [d, d]: y = x W + b (PAPERS §A1); linear and gated
@@ -31,10 +33,13 @@ struct MlpWeights {
 
 /// The MlpSlot a layer's weights describe: the full Mlp with the configured GELU, its
 /// RidgeSurrogate, or a GatedMLP of the two with its HyperplaneGate (by `m.kind`). The
-/// matrices move into the slot (the const& overload copies them first).
+/// matrices move into the slot (the const& overload copies them first). The weights' storage S
+/// is float or the backend's own (Backend::weights).
 /// Throws ShapeError / NumericError as the parts' constructors do.
-template <class T, class Backend = backend::cpu>
-MlpSlot<T, Backend> make_mlp_slot(const ModelConfig& c, MlpWeights<T>&& m) {
+template <class T, class Backend = backend::cpu, class S = storage::f32>
+MlpSlot<T, Backend> make_mlp_slot(const ModelConfig& c, MlpWeights<T, S>&& m) {
+  static_assert(std::is_same_v<S, storage::f32> || std::is_same_v<S, typename Backend::weights>,
+                "make_mlp_slot: weights in float storage or in the backend's own");
   using Slot = MlpSlot<T, Backend>;
   const bool tanh = c.activation == ActivationKind::gelu_tanh;
   if (m.kind == MlpKind::linear) {
@@ -57,34 +62,35 @@ MlpSlot<T, Backend> make_mlp_slot(const ModelConfig& c, MlpWeights<T>&& m) {
               : Slot(mlp(std::type_identity<typename Slot::MlpErf>{}));
 }
 
-template <class T, class Backend = backend::cpu>
-MlpSlot<T, Backend> make_mlp_slot(const ModelConfig& c, const MlpWeights<T>& m) {
-  return make_mlp_slot<T, Backend>(c, MlpWeights<T>(m));
+template <class T, class Backend = backend::cpu, class S = storage::f32>
+MlpSlot<T, Backend> make_mlp_slot(const ModelConfig& c, const MlpWeights<T, S>& m) {
+  return make_mlp_slot<T, Backend>(c, MlpWeights<T, S>(m));
 }
 
-/// One block's weights.
-template <class T>
+/// One block's weights (large matrices in storage S).
+template <class T, class S = storage::f32>
 struct BlockWeights {
   LayerNormWeights<T> ln1;
-  AttentionWeights<T> attention;
+  AttentionWeights<T, Dynamic, S> attention;
   LayerNormWeights<T> ln2;
-  MlpWeights<T> mlp;
+  MlpWeights<T, S> mlp;
 };
 
-/// A whole model's weights and its configuration.
-template <class T>
+/// A whole model's weights and its configuration (large matrices in storage S).
+template <class T, class S = storage::f32>
 struct ModelWeights {
   ModelConfig config;
-  EmbeddingWeights<T> embeddings;
-  std::vector<BlockWeights<T>> blocks;
+  EmbeddingWeights<T, Dynamic, S> embeddings;
+  std::vector<BlockWeights<T, S>> blocks;
 };
 
 /// A loaded model's Dynamic-size Transformer; each layer's MLP slot holds what make_mlp_slot
 /// builds (the full Mlp with the configured GELU unless the layer is linearized). The weights
 /// move into the model, so the model and its weights are never both in memory (load_model);
-/// the const& overload copies them first.
-template <class T, class Backend = backend::cpu>
-Transformer<T, Backend> make_transformer(ModelWeights<T>&& w) {
+/// the const& overload copies them first. The weights' storage S is float or Backend::weights
+/// (for storage::mapped, a loader's views stay views).
+template <class T, class Backend = backend::cpu, class S = storage::f32>
+Transformer<T, Backend> make_transformer(ModelWeights<T, S>&& w) {
   using Slot = MlpSlot<T, Backend>;
   const ModelConfig& c = w.config;
   std::vector<DynamicBlock<T, Backend>> blocks;
@@ -100,9 +106,9 @@ Transformer<T, Backend> make_transformer(ModelWeights<T>&& w) {
   return Transformer<T, Backend>(c, std::move(w.embeddings), std::move(blocks));
 }
 
-template <class T, class Backend = backend::cpu>
-Transformer<T, Backend> make_transformer(const ModelWeights<T>& w) {
-  return make_transformer<T, Backend>(ModelWeights<T>(w));
+template <class T, class Backend = backend::cpu, class S = storage::f32>
+Transformer<T, Backend> make_transformer(const ModelWeights<T, S>& w) {
+  return make_transformer<T, Backend>(ModelWeights<T, S>(w));
 }
 
 /// One layer as a fixed-size block: width D, hidden width H and activation Act at compile time.

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
+#include <utility>
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -29,6 +30,7 @@
 #include "nlb/core/backend.hpp"
 #include "nlb/core/gemm_provider.hpp"
 #include "nlb/core/gemm_scratch.hpp"
+#include "nlb/core/mapped_matrix.hpp"
 #include "nlb/core/matrix.hpp"
 #include "nlb/kernels/small_gemm.hpp"
 #include "nlb/ops/detail/blas_operand.hpp"
@@ -241,6 +243,21 @@ void gemm_bias(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs,
     dst.rowwise() = bias_row;
     gemm(backend, dst, lhs, rhs, scratch, /*accumulate=*/true);
   }
+}
+
+/// gemm and gemm_bias with a MappedMatrix right operand (storage::mapped weights): the same
+/// product on its Eigen::Map.
+template <class Backend, class Dst, class Lhs, class T, int Rows, int Cols>
+void gemm(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs,
+          const MappedMatrix<T, Rows, Cols>& rhs, GemmScratch<T>& scratch,
+          bool accumulate = false) {
+  gemm(backend, std::forward<Dst>(dst), lhs, rhs.map(), scratch, accumulate);
+}
+template <class Backend, class Dst, class Lhs, class T, int Rows, int Cols, class Bias>
+void gemm_bias(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs,
+               const MappedMatrix<T, Rows, Cols>& rhs, const Eigen::MatrixBase<Bias>& bias,
+               GemmScratch<T>& scratch) {
+  gemm_bias(backend, std::forward<Dst>(dst), lhs, rhs.map(), bias, scratch);
 }
 
 /// True when Backend's products really run in its provider's library: false for a BLAS provider

@@ -24,43 +24,44 @@ inline std::vector<Index> neox_qkv_columns(Index d, Index n_heads) {
 // GPTNeoXForCausalLM: "gpt_neox." prefix, untied embed_out (unless tie_word_embeddings).
 // Known buffers in older Pythia files: attention.bias ([1, 1, P, P] mask),
 // attention.masked_bias ([]), attention.rotary_emb.inv_freq ([rotary_dims / 2]).
-template <class T>
-ModelWeights<T> read_gpt_neox(TensorSource& src, const ModelConfig& c) {
+template <class T, class S = storage::f32>
+ModelWeights<T, S> read_gpt_neox(TensorSource& src, const ModelConfig& c) {
   const std::string p = "gpt_neox.";
   const Index d = c.d_model, h = c.d_hidden, V = c.vocab_size, P = c.n_positions;
   const std::vector<Index> qkv_columns = neox_qkv_columns(d, c.n_heads);
-  ModelWeights<T> w;
+  ModelWeights<T, S> w;
   w.config = c;
-  w.embeddings.token = src.matrix<T>(p + "embed_in.weight", V, d);
+  w.embeddings.token = src.weight<T, S>(p + "embed_in.weight", V, d);
   w.embeddings.final_norm = read_layer_norm<T>(src, p + "final_layer_norm", d);
   if (!c.tied_embeddings || src.contains("embed_out.weight")) {
-    w.embeddings.unembedding = src.matrix<T>("embed_out.weight", V, d);
+    w.embeddings.unembedding = src.weight<T, S>("embed_out.weight", V, d);
   }
   for (Index i = 0; i < c.n_layers; ++i) {
     const std::string l = p + "layers." + std::to_string(i) + ".";
-    BlockWeights<T> b;
+    BlockWeights<T, S> b;
     b.ln1 = read_layer_norm<T>(src, l + "input_layernorm", d);
     b.ln2 = read_layer_norm<T>(src, l + "post_attention_layernorm", d);
     b.attention.w_qkv =
-        src.linear<T>(l + "attention.query_key_value.weight", d, 3 * d, qkv_columns);
+        src.linear_weight<T, S>(l + "attention.query_key_value.weight", d, 3 * d, qkv_columns);
     const RowVector<T> qkv_bias = c.attention_bias
                                       ? src.vector<T>(l + "attention.query_key_value.bias", 3 * d)
                                       : RowVector<T>::Zero(1, 3 * d);
     b.attention.b_qkv.resize(1, 3 * d);
     for (Index o = 0; o < 3 * d; ++o)
       b.attention.b_qkv(qkv_columns[static_cast<std::size_t>(o)]) = qkv_bias(o);
-    b.attention.w_out = src.linear<T>(l + "attention.dense.weight", d, d);
+    b.attention.w_out = src.linear_weight<T, S>(l + "attention.dense.weight", d, d);
     b.attention.b_out =
         c.attention_bias ? src.vector<T>(l + "attention.dense.bias", d) : RowVector<T>::Zero(1, d);
-    b.mlp = read_mlp<T>(src, c, i, l + "mlp.",
-                        {"dense_h_to_4h.weight", "dense_h_to_4h.bias", "dense_4h_to_h.weight",
-                         "dense_4h_to_h.bias"},
-                        [&](MlpWeights<T>& m) {
-                          m.w_fc = src.linear<T>(l + "mlp.dense_h_to_4h.weight", d, h);
-                          m.b_fc = src.vector<T>(l + "mlp.dense_h_to_4h.bias", h);
-                          m.w_proj = src.linear<T>(l + "mlp.dense_4h_to_h.weight", h, d);
-                          m.b_proj = src.vector<T>(l + "mlp.dense_4h_to_h.bias", d);
-                        });
+    b.mlp = read_mlp<T, S>(src, c, i, l + "mlp.",
+                           {"dense_h_to_4h.weight", "dense_h_to_4h.bias", "dense_4h_to_h.weight",
+                            "dense_4h_to_h.bias"},
+                           [&](MlpWeights<T, S>& m) {
+                             m.w_fc = src.linear_weight<T, S>(l + "mlp.dense_h_to_4h.weight", d, h);
+                             m.b_fc = src.vector<T>(l + "mlp.dense_h_to_4h.bias", h);
+                             m.w_proj =
+                                 src.linear_weight<T, S>(l + "mlp.dense_4h_to_h.weight", h, d);
+                             m.b_proj = src.vector<T>(l + "mlp.dense_4h_to_h.bias", d);
+                           });
     src.accept_buffer(l + "attention.bias", {1, 1, P, P});
     src.accept_buffer(l + "attention.masked_bias", {});
     src.accept_buffer(l + "attention.rotary_emb.inv_freq", {c.rotary_dims() / 2});

@@ -67,6 +67,22 @@ class TensorSource {
     return file_of(name).template read_matrix_transposed<T>(name, out, in, column_of_output);
   }
 
+  // A weight matrix [rows, cols] used as the file lays it out, in storage S: for storage::mapped
+  // a view of the file where it holds T's values as they lie (map_matrix), else converted.
+  template <class T, class S>
+  weight_matrix<S, T> weight(const std::string& name, Index rows, Index cols) {
+    if constexpr (std::is_same_v<S, storage::mapped>)
+      return file_of(name).template map_matrix<T>(name, rows, cols);
+    else
+      return to_weight_storage<S>(matrix<T>(name, rows, cols));
+  }
+  // linear() in storage S (a transposed copy is never a view).
+  template <class T, class S>
+  weight_matrix<S, T> linear_weight(const std::string& name, Index in, Index out,
+                                    std::span<const Index> column_of_output = {}) {
+    return to_weight_storage<S>(linear<T>(name, in, out, column_of_output));
+  }
+
   /// Marks a known non-parameter buffer as accounted for, after checking its shape.
   void accept_buffer(const std::string& name, std::vector<std::int64_t> shape) {
     if (!contains(name))
@@ -176,9 +192,10 @@ LayerNormWeights<T> read_layer_norm(TensorSource& src, const std::string& name, 
 //   mlp.gate.weight [d] (folded, PAPERS §A3), mlp.gate.bias [1], mlp.gate.threshold [1];
 // a full one none of the surrogate or gate tensors. A tensor of another kind is a FormatError
 // naming the file, the tensor, what the layer's kind expects and what was found.
-template <class T, class ReadFull>
-MlpWeights<T> read_mlp(TensorSource& src, const ModelConfig& c, Index layer, const std::string& mlp,
-                       std::initializer_list<const char*> full, ReadFull&& read_full) {
+template <class T, class S, class ReadFull>
+MlpWeights<T, S> read_mlp(TensorSource& src, const ModelConfig& c, Index layer,
+                          const std::string& mlp, std::initializer_list<const char*> full,
+                          ReadFull&& read_full) {
   const MlpKind kind = c.mlp_kind(layer);
   const Index d = c.d_model;
   auto refuse = [&](const std::string& name, const char* expected) {
@@ -189,7 +206,7 @@ MlpWeights<T> read_mlp(TensorSource& src, const ModelConfig& c, Index layer, con
                                        expected, "the tensor present"));
     }
   };
-  MlpWeights<T> m;
+  MlpWeights<T, S> m;
   m.kind = kind;
   if (kind == MlpKind::linear) {
     for (const char* name : full)
