@@ -21,6 +21,7 @@
 #include "nlb/model/load_model.hpp"
 #include "nlb/model/sampling.hpp"
 #include "nlb/version.hpp"
+#include "scratch_dir.hpp"
 #include "tolerances.hpp"
 
 namespace {
@@ -33,14 +34,10 @@ const fs::path eval_text = source_dir / "data/kjv-eval.txt";
 using nlb::test::contains;
 using nlb::test::slurp;
 
+// One directory per test process, removed when the process exits.
 fs::path scratch_dir() {
-  static const fs::path dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("nlb-cli-test-" + std::to_string(::getpid()));
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const nlb::test::ScratchDir dir("cli-test");
+  return dir.path;
 }
 
 // Runs `nlb <args>` in the scratch directory; captures stdout and stderr.
