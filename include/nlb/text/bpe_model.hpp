@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -148,6 +149,8 @@ class BpeModel {
     if (const std::int32_t id = ids_.find(piece, tokens_);
         id >= 0 && whole_[static_cast<std::size_t>(id)])
       out.push_back(id);
+    else if (piece.size() <= max_scanned_piece)
+      merge_by_scan(piece, out);
     else
       merge(piece, out);
     if (cacheable) {
@@ -193,6 +196,55 @@ class BpeModel {
   }
 
  private:
+  // Pieces of up to this many bytes (nearly every word) are merged by merge_by_scan.
+  static constexpr std::size_t max_scanned_piece = 24;
+
+  // The merge rule of the loop below, for a short piece: the symbols in an array with the rule
+  // of each adjacent pair beside them; each step scans for the lowest rank (the leftmost of
+  // equal ranks) and looks up the two pairs the merge made. At most max_scanned_piece symbols,
+  // so the scans cost less than a heap's bookkeeping would; the result is the heap loop's.
+  void merge_by_scan(std::string_view piece, std::vector<std::int32_t>& out) const {
+    constexpr std::int32_t none = std::numeric_limits<std::int32_t>::max();
+    std::array<std::int32_t, max_scanned_piece> ids{};        // the symbols' ids
+    std::array<detail::MergeRule, max_scanned_piece> pair{};  // pair (k, k + 1); rank none: none
+    auto n = static_cast<std::int32_t>(piece.size());
+    const auto rule_of = [&](std::int32_t k) {
+      detail::MergeRule rule;
+      if (!merges_.find(detail::PairTable::key(ids[static_cast<std::size_t>(k)],
+                                               ids[static_cast<std::size_t>(k + 1)]),
+                        rule))
+        rule.rank = none;
+      pair[static_cast<std::size_t>(k)] = rule;
+    };
+    for (std::int32_t i = 0; i < n; ++i)
+      ids[static_cast<std::size_t>(i)] =
+          byte_ids_[static_cast<unsigned char>(piece[static_cast<std::size_t>(i)])];
+    for (std::int32_t k = 0; k + 1 < n; ++k)
+      rule_of(k);
+    while (n > 1) {
+      std::int32_t best = 0;
+      for (std::int32_t k = 1; k + 1 < n; ++k) {
+        if (pair[static_cast<std::size_t>(k)].rank < pair[static_cast<std::size_t>(best)].rank)
+          best = k;
+      }
+      if (pair[static_cast<std::size_t>(best)].rank == none)
+        break;
+      const auto b = static_cast<std::size_t>(best);
+      ids[b] = pair[b].result;
+      // Symbol best + 1 is gone: the later symbols and their pairs move down by one.
+      for (std::size_t k = b + 1; k + 1 < static_cast<std::size_t>(n); ++k) {
+        ids[k] = ids[k + 1];
+        pair[k] = pair[k + 1];
+      }
+      --n;
+      if (best + 1 < n)
+        rule_of(best);
+      if (best > 0)
+        rule_of(best - 1);
+    }
+    out.insert(out.end(), ids.begin(), ids.begin() + n);
+  }
+
   // The merge loop. Symbols form a doubly linked list over the piece's bytes; the heap holds
   // (rank, position of the left symbol, the two ids it was made for), so an entry whose symbols
   // have changed since is recognised and dropped when popped. A symbol's id only ever grows
