@@ -10,6 +10,7 @@
 
 #include "model_copy.hpp"
 #include "model_fixture.hpp"
+#include "nlb/core/mapped_matrix.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/model/load_model.hpp"
@@ -157,4 +158,29 @@ BOOST_AUTO_TEST_CASE(map_matrix_views_aligned_f32_and_copies_the_rest) {
   BOOST_CHECK_THROW(file2.map_matrix<float>("c", 4, 1), nlb::FormatError);
   BOOST_CHECK_THROW(file2.map_matrix<float>("a", 1, 2), nlb::FormatError);  // 1-D [2]
   BOOST_CHECK_THROW(file2.map_matrix<float>("c", -2, -2), nlb::ArgumentError);
+}
+
+// MappedMatrix itself: a matrix moved in is owned (not a view) at the same address; row(),
+// transpose() and element access read the row-major values; copies and assignments share the
+// elements (same address, nothing copied) and keep them alive after the original is gone.
+BOOST_AUTO_TEST_CASE(mapped_matrix_owns_moved_matrices_and_shares_on_copy) {
+  nlb::RowMatrix<float> m(2, 3);
+  m << 1, 2, 3, 4, 5, 6;
+  const float* at = m.data();
+  auto owned = std::make_unique<nlb::MappedMatrix<float>>(std::move(m));
+  BOOST_TEST(!owned->is_view());
+  BOOST_TEST(owned->data() == at);
+  BOOST_TEST(owned->rows() == 2);
+  BOOST_TEST(owned->cols() == 3);
+  BOOST_TEST((*owned)(1, 0) == 4.0f);
+  BOOST_TEST(owned->row(1)(2) == 6.0f);
+  BOOST_TEST(owned->transpose()(2, 1) == 6.0f);
+  BOOST_TEST(owned->transpose().rows() == 3);
+  nlb::MappedMatrix<float> assigned;
+  BOOST_TEST(assigned.size() == 0);
+  const nlb::MappedMatrix<float> copy = *owned;
+  assigned = copy;
+  owned.reset();
+  BOOST_TEST(assigned.data() == at);
+  BOOST_TEST(assigned.map().sum() == 21.0f);
 }
