@@ -396,6 +396,70 @@ BOOST_AUTO_TEST_CASE(long_pieces_and_the_cache) {
   BOOST_TEST(copy.encode(text) == gpt2().encode(text));
 }
 
+// More distinct pieces than the cache holds (BpeModel::max_cached_pieces): the cache grows, is
+// emptied when full and fills again; every encode gives the ids of encoding the text in chunks
+// with the cache emptied before each (so that no chunk sees a piece cached by another).
+BOOST_AUTO_TEST_CASE(a_cache_emptied_when_full_encodes_the_same) {
+  std::vector<std::string> chunks(1);
+  constexpr int words = 70000;
+  static_assert(words > static_cast<int>(nlb::text::BpeModel::max_cached_pieces));
+  for (int i = 0; i < words; ++i) {
+    std::string word = " ";
+    for (int k = 0, n = i; k < 4; ++k, n /= 26)
+      word += static_cast<char>('a' + n % 26);
+    if (chunks.back().size() >= 5000 * word.size())
+      chunks.emplace_back();
+    chunks.back() += word;
+  }
+  const Tokenizer reference = gpt2();
+  Ids want;
+  std::string text;
+  for (const std::string& chunk : chunks) {
+    reference.clear_cache();
+    const Ids ids = reference.encode(chunk);
+    want.insert(want.end(), ids.begin(), ids.end());
+    text += chunk;
+  }
+  const Tokenizer fresh = gpt2();  // a copy: its own, empty cache
+  BOOST_TEST(fresh.encode(text) == want);
+  BOOST_TEST(fresh.encode(text) == want);  // the cache as the first encode left it
+  BOOST_TEST(fresh.decode(want) == text);
+}
+
+// The piece cache on its own: pieces with the same hash are told apart by their bytes, a piece
+// cached twice keeps its first ids, and an emptied cache finds nothing.
+BOOST_AUTO_TEST_CASE(piece_cache_keeps_pieces_apart) {
+  nlb::text::detail::PieceCache cache;
+  BOOST_TEST(cache.find("ab", 7).empty());
+  const std::int32_t first[] = {1, 2}, second[] = {3}, again[] = {9, 9, 9};
+  cache.insert("ab", 7, first);
+  cache.insert("ba", 7, second);  // the same hash, other bytes
+  cache.insert("ab", 7, again);   // cached already: kept as it was
+  const auto ab = cache.find("ab", 7);
+  const auto ba = cache.find("ba", 7);
+  BOOST_TEST(Ids(ab.begin(), ab.end()) == (Ids{1, 2}));
+  BOOST_TEST(Ids(ba.begin(), ba.end()) == (Ids{3}));
+  BOOST_TEST(cache.find("abc", 7).empty());
+  BOOST_TEST(cache.size() == 2u);
+  for (std::int32_t i = 0; i < 3000; ++i) {  // past two growths of the slots
+    const std::string piece = "p" + std::to_string(i);
+    const std::int32_t id[] = {i};
+    cache.insert(piece, static_cast<std::uint64_t>(i % 5), id);  // long runs of equal hashes
+  }
+  BOOST_TEST(cache.size() == 3002u);
+  int wrong = 0;
+  for (std::int32_t i = 0; i < 3000; ++i) {
+    const auto ids = cache.find("p" + std::to_string(i), static_cast<std::uint64_t>(i % 5));
+    wrong += ids.size() != 1 || ids[0] != i;
+  }
+  BOOST_TEST(wrong == 0);
+  BOOST_TEST(Ids(cache.find("ab", 7).begin(), cache.find("ab", 7).end()) == (Ids{1, 2}));
+  cache.clear();
+  BOOST_TEST(cache.size() == 0u);
+  BOOST_TEST(cache.find("ab", 7).empty());
+  BOOST_TEST(cache.find("p1", 1).empty());
+}
+
 // Ids past 16 bits: the merge table then keeps 16-byte slots instead of 8-byte ones
 // (detail/pair_table.hpp). GPT-2's vocabulary and merges with 20 000 other tokens put first, so
 // that every GPT-2 token's id is 20 000 higher (up to 70 256): every piece of the texts must come

@@ -14,13 +14,14 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "nlb/text/detail/pair_table.hpp"
+#include "nlb/text/detail/piece_cache.hpp"
 #include "nlb/text/detail/token_index.hpp"
 
 namespace nlb::text {
@@ -48,6 +49,8 @@ class BpeModel {
   static constexpr std::size_t max_cached_piece = 64;
   /// The cache is emptied when it holds this many pieces, which bounds its memory.
   static constexpr std::size_t max_cached_pieces = 1 << 16;
+  static_assert(max_cached_piece <= detail::PieceCache::max_piece_bytes &&
+                max_cached_pieces <= detail::PieceCache::max_pieces);
 
   /// `tokens[id]` are the bytes of token `id`; `merges` in rank order (rank = index). The
   /// preconditions — which the loaders check and report as FormatError — are: the tokens are
@@ -101,7 +104,6 @@ class BpeModel {
     byte_ids_ = other.byte_ids_;
     std::lock_guard lock(cache_mutex_);
     cache_.clear();
-    cache_ids_.clear();
     return *this;
   }
   ~BpeModel() = default;
@@ -136,18 +138,18 @@ class BpeModel {
     // where the 50 000-token vocabulary does not (a vocabulary lookup for every piece was 39% of
     // a cold-cache encode of the Jargon File, docs/benchmarks.md).
     const bool cacheable = piece.size() <= max_cached_piece;
+    const std::uint64_t hash = detail::TokenIndex::hash(piece);  // for the cache and ids_
     if (cacheable) {
       std::lock_guard lock(cache_mutex_);
-      if (const auto it = cache_.find(piece); it != cache_.end()) {
-        const auto begin = cache_ids_.begin() + it->second.begin;
-        out.insert(out.end(), begin, begin + it->second.count);
+      if (const auto ids = cache_.find(piece, hash); !ids.empty()) {
+        out.insert(out.end(), ids.begin(), ids.end());
         return;
       }
     }
     const std::size_t first = out.size();
     // A piece that is a token BPE makes of its own bytes (most words of common text) is that
     // token: one lookup instead of the merge loop.
-    if (const std::int32_t id = ids_.find(piece, tokens_);
+    if (const std::int32_t id = ids_.find(piece, hash, tokens_);
         id >= 0 && whole_[static_cast<std::size_t>(id)])
       out.push_back(id);
     else if (piece.size() <= max_scanned_piece)
@@ -156,16 +158,10 @@ class BpeModel {
       merge(piece, out);
     if (cacheable) {
       std::lock_guard lock(cache_mutex_);
-      if (cache_.size() >= max_cached_pieces) {
+      if (cache_.size() >= max_cached_pieces)
         cache_.clear();
-        cache_ids_.clear();
-      }
-      const CachedIds ids{static_cast<std::ptrdiff_t>(cache_ids_.size()),
-                          static_cast<std::ptrdiff_t>(out.size() - first)};
       // Another thread may have cached the piece meanwhile: then its entry stays.
-      if (cache_.try_emplace(std::string(piece), ids).second)
-        cache_ids_.insert(cache_ids_.end(), out.begin() + static_cast<std::ptrdiff_t>(first),
-                          out.end());
+      cache_.insert(piece, hash, std::span(out).subspan(first));
     }
   }
 
@@ -174,7 +170,6 @@ class BpeModel {
   void clear_cache() const {
     std::lock_guard lock(cache_mutex_);
     cache_.clear();
-    cache_ids_.clear();
   }
 
   /// The merges in rank order (a pair listed twice once, at its first rank).
@@ -321,15 +316,8 @@ class BpeModel {
   detail::PairTable merges_;
   std::vector<bool> whole_;  // id -> BPE of the token's bytes is the token itself
   std::array<std::int32_t, 256> byte_ids_{};
-  // The piece cache: piece -> its ids, which lie in cache_ids_ (one array for all pieces, so
-  // that caching a piece allocates no vector of its own).
-  struct CachedIds {
-    std::ptrdiff_t begin;
-    std::ptrdiff_t count;
-  };
   mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, CachedIds, detail::StringHash, std::equal_to<>> cache_;
-  mutable std::vector<std::int32_t> cache_ids_;
+  mutable detail::PieceCache cache_;  // piece -> its ids
 };
 
 }  // namespace nlb::text

@@ -32,16 +32,23 @@ class TokenIndex {
     }
   }
 
+  /// The hash this index uses (a caller that also looks the bytes up elsewhere hashes once).
+  static std::uint64_t hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
+
   /// The id of the token whose bytes are `bytes`, or -1. O(length) expected.
   std::int32_t find(std::string_view bytes, const std::vector<std::string>& tokens) const {
+    return find(bytes, hash(bytes), tokens);
+  }
+  /// As above, with `h` == hash(bytes).
+  std::int32_t find(std::string_view bytes, std::uint64_t h,
+                    const std::vector<std::string>& tokens) const {
     if (slots_.empty())
       return -1;
-    return slots_[probe(bytes, hash(bytes), tokens)].id;  // an empty slot's id is -1
+    return slots_[probe(bytes, h, tokens)].id;  // an empty slot's id is -1
   }
 
  private:
   static constexpr std::int32_t empty = -1;
-  static std::uint64_t hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
   // The hash's high half: a slot whose tag differs is skipped without touching the token's bytes.
   static std::uint32_t tag(std::uint64_t h) { return static_cast<std::uint32_t>(h >> 32); }
 
