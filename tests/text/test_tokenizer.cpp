@@ -440,6 +440,10 @@ BOOST_AUTO_TEST_CASE(piece_cache_keeps_pieces_apart) {
   BOOST_TEST(Ids(ab.begin(), ab.end()) == (Ids{1, 2}));
   BOOST_TEST(Ids(ba.begin(), ba.end()) == (Ids{3}));
   BOOST_TEST(cache.find("abc", 7).empty());
+  cache.insert("", 7, first);                       // declined: no bytes
+  cache.insert("abc", 7, {});                       // declined: no ids
+  cache.insert(std::string(70000, 'x'), 7, first);  // declined: past max_piece_bytes
+  BOOST_TEST(cache.find("abc", 7).empty());
   BOOST_TEST(cache.size() == 2u);
   for (std::int32_t i = 0; i < 3000; ++i) {  // past two growths of the slots
     const std::string piece = "p" + std::to_string(i);

@@ -49,8 +49,7 @@ class BpeModel {
   static constexpr std::size_t max_cached_piece = 64;
   /// The cache is emptied when it holds this many pieces, which bounds its memory.
   static constexpr std::size_t max_cached_pieces = 1 << 16;
-  static_assert(max_cached_piece <= detail::PieceCache::max_piece_bytes &&
-                max_cached_pieces <= detail::PieceCache::max_pieces);
+  static_assert(max_cached_piece <= detail::PieceCache::max_piece_bytes);
 
   /// `tokens[id]` are the bytes of token `id`; `merges` in rank order (rank = index). The
   /// preconditions — which the loaders check and report as FormatError — are: the tokens are

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,8 +20,6 @@ class PieceCache {
  public:
   /// Pieces of up to this many bytes, with up to this many ids, can be cached.
   static constexpr std::size_t max_piece_bytes = 0xFFFF;
-  /// At most this many pieces (the slots' offsets are 32 bits wide).
-  static constexpr std::size_t max_pieces = std::size_t{1} << 24;
 
   /// Number of pieces cached.
   std::size_t size() const { return size_; }
@@ -36,10 +35,16 @@ class PieceCache {
     return {ids_.data() + s.ids_begin, s.id_count};
   }
 
-  /// Caches `ids` (1 to max_piece_bytes of them) for `piece` (1 to max_piece_bytes bytes, hash
-  /// `h`) unless it is cached already (then the first entry stays). Callers keep size() below
-  /// max_pieces (BpeModel empties the cache far below it). Amortized O(length + ids).
+  /// Caches `ids` for `piece` (hash `h`) unless it is cached already (then the first entry
+  /// stays) or does not fit: an empty piece or none or more than max_piece_bytes ids or bytes,
+  /// or the arenas past what 32-bit offsets reach (BpeModel empties the cache far below that).
+  /// Amortized O(length + ids).
   void insert(std::string_view piece, std::uint64_t h, std::span<const std::int32_t> ids) {
+    constexpr std::size_t offset_limit = std::numeric_limits<std::uint32_t>::max();
+    if (piece.empty() || piece.size() > max_piece_bytes || ids.empty() ||
+        ids.size() > max_piece_bytes || bytes_.size() + piece.size() > offset_limit ||
+        ids_.size() + ids.size() > offset_limit)
+      return;
     if (2 * (size_ + 1) > slots_.size())
       grow();
     Slot& s = slots_[probe(piece, h)];
