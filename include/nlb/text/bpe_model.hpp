@@ -33,16 +33,6 @@ struct BpeMerge {
   std::int32_t result;
 };
 
-namespace detail {
-
-/// Hash for heterogeneous lookup of std::string keys by std::string_view.
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
-}  // namespace detail
-
 class BpeModel {
  public:
   /// Pieces longer than this are not cached (long pieces rarely repeat).

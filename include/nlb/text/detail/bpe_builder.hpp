@@ -4,7 +4,9 @@
 // byte has its token; each merge names two tokens whose concatenation is a token.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -16,6 +18,12 @@
 #include "nlb/text/detail/messages.hpp"
 
 namespace nlb::text::detail {
+
+/// Hash for heterogeneous lookup of std::string keys by std::string_view.
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
 
 /// A vocabulary read from a file: by id, the token as written (byte-level text) and its bytes.
 struct VocabTable {
