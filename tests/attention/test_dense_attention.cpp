@@ -107,8 +107,9 @@ BOOST_AUTO_TEST_CASE(dense_attention_matches_naive_reference) {
     const nlb::DenseAttention<double> attn(w, c.heads, c.rot, 10000.0);
     const auto X = nlb::test::normal_matrix<double>(c.rows, c.d, 1.0, 7);
     nlb::Activations<double> Y(c.rows, c.d);
+    nlb::Context<nlb::backend::cpu> ctx;
     nlb::DenseAttention<double>::Workspace ws;
-    attn.forward(X, Y, ws);
+    attn.forward(ctx, X, Y, ws);
     const double err = relative_to_max(Y, reference_attention(w, X, c.heads, c.rot, 10000.0));
     BOOST_TEST_MESSAGE("attention d=" << c.d << " heads=" << c.heads << " rotary=" << c.rot << ": "
                                       << err);
@@ -143,14 +144,16 @@ BOOST_AUTO_TEST_CASE(kv_cache_layer_appends_positions) {
   const nlb::DenseAttention<double> attn(w, 2, 2);
   const auto X = nlb::test::normal_matrix<double>(6, 8, 1.0, 1);
   nlb::Activations<double> full(6, 8), part(6, 8);
+  nlb::Context<nlb::backend::cpu> ctx;
   nlb::DenseAttention<double>::Workspace ws;
-  attn.forward(X, full, ws);
+  attn.forward(ctx, X, full, ws);
   nlb::KVCacheLayer<double> cache(6, 8);
-  attn.forward(X.topRows(4), part.topRows(4), ws, &cache);
-  attn.forward(X.bottomRows(2), part.bottomRows(2), ws, &cache);
+  attn.forward(ctx, X.topRows(4), part.topRows(4), ws, &cache);
+  attn.forward(ctx, X.bottomRows(2), part.bottomRows(2), ws, &cache);
   BOOST_TEST(cache.length == 6);
   BOOST_TEST(relative_to_max(part, full) <= nlb::test::tol::model_f64_rel);
-  BOOST_CHECK_THROW(attn.forward(X.topRows(1), part.topRows(1), ws, &cache), nlb::ArgumentError);
+  BOOST_CHECK_THROW(attn.forward(ctx, X.topRows(1), part.topRows(1), ws, &cache),
+                    nlb::ArgumentError);
 }
 
 BOOST_AUTO_TEST_CASE(bad_attention_shapes_raise_typed_errors) {

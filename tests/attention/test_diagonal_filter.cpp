@@ -156,7 +156,8 @@ BOOST_AUTO_TEST_CASE(bad_input_raises_typed_errors) {
                     nlb::ShapeError);  // keys: past + T rows
   BOOST_CHECK_THROW(f.subtract_scores(random_matrix(3, 4, 1), random_matrix(2, 4, 2), scores, -1),
                     nlb::ArgumentError);
-  BOOST_CHECK_THROW(f.query_features(random_matrix(3, 5, 1), out), nlb::ShapeError);
+  nlb::Context<nlb::backend::cpu> ctx;
+  BOOST_CHECK_THROW(f.query_features(ctx, random_matrix(3, 5, 1), out), nlb::ShapeError);
   BOOST_CHECK_THROW(f.check_width("test", 5), nlb::ShapeError);
   const nlb::ScalarFilter<double> s;
   BOOST_CHECK_THROW(s.subtract_scores(random_matrix(3, 4, 1), random_matrix(3, 5, 2), scores, 0),

@@ -57,8 +57,8 @@ void check_head(double bound) {
         const RowMatrix<T> k = nlb::test::normal_matrix<T>(rows, dk, 1.0, seed++);
         const RowMatrix<T> v = nlb::test::normal_matrix<T>(rows, dv, 1.0, seed++);
         RowMatrix<T> out(rows, dv), out_scalar(rows, dv);
-        nlb::linear_attention_head<T>(nlb::backend::cpu{}, q, k, v, out);
-        nlb::linear_attention_head<T>(nlb::backend::scalar{}, q, k, v, out_scalar);
+        nlb::linear_attention_head<T>(nlb::Context<nlb::backend::cpu>{}, q, k, v, out);
+        nlb::linear_attention_head<T>(nlb::Context<nlb::backend::scalar>{}, q, k, v, out_scalar);
         const LMatrix expected =
             quadratic_reference(q.template cast<long double>(), k.template cast<long double>(),
                                 v.template cast<long double>());
@@ -135,9 +135,10 @@ BOOST_AUTO_TEST_CASE(layer_equals_quadratic_form_with_and_without_rotary) {
     const auto w = random_weights(d, 100 + static_cast<std::uint64_t>(rot));
     const RowMatrix<double> x = nlb::test::normal_matrix<double>(70, d, 1.0, 200);
     const nlb::LinearAttention<double> attn(w, heads, rot);
+    nlb::Context<nlb::backend::cpu> ctx;
     nlb::LinearAttention<double>::Workspace ws;
     RowMatrix<double> y(70, d);
-    attn.forward(x, y, ws);
+    attn.forward(ctx, x, y, ws);
     const double err = normwise(y, layer_reference(w, x, heads, rot));
     BOOST_TEST(err <= tol::attention_double_rel, "rotary dims " << rot << ": " << err);
     // Fixed width, same result.
@@ -145,7 +146,7 @@ BOOST_AUTO_TEST_CASE(layer_equals_quadratic_form_with_and_without_rotary) {
         nlb::AttentionWeights<double, 16>{w.w_qkv, w.b_qkv, w.w_out, w.b_out}, heads, rot);
     nlb::LinearAttention<double, 16>::Workspace fws;
     RowMatrix<double> yf(70, d);
-    fixed.forward(x, yf, fws);
+    fixed.forward(ctx, x, yf, fws);
     BOOST_TEST(normwise(yf, y) <= tol::attention_double_rel);
   }
 }
@@ -163,18 +164,17 @@ BOOST_AUTO_TEST_CASE(bad_input_raises_typed_errors) {
   // (A fixed-width LinearAttention<double, 16> cannot be given 8-wide weights at all: the
   // AttentionWeights<double, 16> aggregate's inline w_out would be copied from the wrong size.)
   const nlb::LinearAttention<double> attn(w, 2);
+  nlb::Context<nlb::backend::cpu> ctx;
   nlb::LinearAttention<double>::Workspace ws;
   RowMatrix<double> x = RowMatrix<double>::Ones(4, d), y(4, d), y_bad(3, d);
   nlb::KVCacheLayer<double> cache(8, d);
-  BOOST_CHECK_THROW(attn.forward(x, y, ws, &cache), nlb::ArgumentError);  // no cache support
-  BOOST_CHECK_THROW(attn.forward(RowMatrix<double>::Ones(4, 6), y, ws), nlb::ShapeError);
-  BOOST_CHECK_THROW(attn.forward(x, y_bad, ws), nlb::ShapeError);
+  BOOST_CHECK_THROW(attn.forward(ctx, x, y, ws, &cache), nlb::ArgumentError);  // no cache support
+  BOOST_CHECK_THROW(attn.forward(ctx, RowMatrix<double>::Ones(4, 6), y, ws), nlb::ShapeError);
+  BOOST_CHECK_THROW(attn.forward(ctx, x, y_bad, ws), nlb::ShapeError);
   RowMatrix<double> q(4, 3), v(4, 2), out(4, 2), out_bad(4, 3);
-  BOOST_CHECK_THROW(
-      nlb::linear_attention_head<double>(nlb::backend::cpu{}, q, RowMatrix<double>(4, 2), v, out),
-      nlb::ShapeError);
-  BOOST_CHECK_THROW(nlb::linear_attention_head<double>(nlb::backend::cpu{}, q, q, v, out_bad),
+  BOOST_CHECK_THROW(nlb::linear_attention_head<double>(ctx, q, RowMatrix<double>(4, 2), v, out),
                     nlb::ShapeError);
+  BOOST_CHECK_THROW(nlb::linear_attention_head<double>(ctx, q, q, v, out_bad), nlb::ShapeError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -113,8 +113,9 @@ double check_case(const std::string& c, double bound) {
   const auto attn = attention_of<Routing, Filter>(c);
   const RowMatrix<T> x = matrix<T>(c + ".x");
   RowMatrix<T> y(x.rows(), x.cols());
+  nlb::Context<typename Routing::backend_type> ctx;
   typename nlb::SDAttention<Routing, Filter>::Workspace ws;
-  attn.forward(x, y, ws);
+  attn.forward(ctx, x, y, ws);
   const double err = normwise(y, matrix<double>(c + ".y"));
   BOOST_TEST(err <= bound, c << ": output error " << err);
   return err;
@@ -197,13 +198,14 @@ BOOST_AUTO_TEST_CASE(kv_cache_decoding_equals_full_forward) {
   const Attn attn = attention_of<nlb::SkewSymmetricRouting<double>, nlb::DiagonalFilter<double>>(c);
   // The attention alone, fed in uneven chunks (1, 2, 3, ... rows).
   RowMatrix<double> full(rows, d), chunked(rows, d);
+  nlb::Context<nlb::backend::cpu> ctx;
   Attn::Workspace ws;
-  attn.forward(x, full, ws);
+  attn.forward(ctx, x, full, ws);
   nlb::KVCacheLayer<double> cache(rows, d);
   for (Index t0 = 0, n = 1; t0 < rows; t0 += n, ++n) {
     n = std::min(n, rows - t0);
     RowMatrix<double> part(n, d);
-    attn.forward(x.middleRows(t0, n), part, ws, &cache);
+    attn.forward(ctx, x.middleRows(t0, n), part, ws, &cache);
     chunked.middleRows(t0, n) = part;
   }
   BOOST_TEST(cache.length == rows);
@@ -225,19 +227,19 @@ BOOST_AUTO_TEST_CASE(kv_cache_decoding_equals_full_forward) {
       false, 1e-5);
   BlockT::Workspace bws;
   nlb::Activations<double> stream = x;
-  block.forward(stream, bws, 0);
+  block.forward(ctx, stream, bws, 0);
   nlb::KVCacheLayer<double> bcache(rows, d);
   nlb::Activations<double> decoded(rows, d);
   for (Index t = 0; t < rows; ++t) {
     nlb::Activations<double> one = x.row(t);
-    block.forward(one, bws, 0, &bcache);
+    block.forward(ctx, one, bws, 0, &bcache);
     decoded.row(t) = one;
   }
   BOOST_TEST(normwise(decoded, stream) <= tol::attention_cache_double_rel);
   BOOST_TEST(normwise(stream, x) > 1e-3);  // the block changed the stream
   // A full cache is an ArgumentError.
   nlb::Activations<double> one = x.row(0);
-  BOOST_CHECK_THROW(block.forward(one, bws, 0, &bcache), nlb::ArgumentError);
+  BOOST_CHECK_THROW(block.forward(ctx, one, bws, 0, &bcache), nlb::ArgumentError);
 }
 
 BOOST_AUTO_TEST_CASE(bad_input_raises_typed_errors) {
@@ -270,14 +272,15 @@ BOOST_AUTO_TEST_CASE(bad_input_raises_typed_errors) {
   BOOST_CHECK_THROW(R(d, 3), nlb::ArgumentError);  // odd rank at run time
 
   const Attn attn(routing(2), filters(2), w, b, w, b);
+  nlb::Context<nlb::backend::cpu> ctx;
   Attn::Workspace ws;
   RowMatrix<double> x = RowMatrix<double>::Ones(5, d), y(5, d), y_rows(4, d), y_cols(5, 6);
-  BOOST_CHECK_THROW(attn.forward(RowMatrix<double>::Ones(5, 6), y, ws), nlb::ShapeError);
-  BOOST_CHECK_THROW(attn.forward(x, y_rows, ws), nlb::ShapeError);
-  BOOST_CHECK_THROW(attn.forward(x, y_cols, ws), nlb::ShapeError);
+  BOOST_CHECK_THROW(attn.forward(ctx, RowMatrix<double>::Ones(5, 6), y, ws), nlb::ShapeError);
+  BOOST_CHECK_THROW(attn.forward(ctx, x, y_rows, ws), nlb::ShapeError);
+  BOOST_CHECK_THROW(attn.forward(ctx, x, y_cols, ws), nlb::ShapeError);
   nlb::KVCacheLayer<double> narrow(10, 6), small(4, d);
-  BOOST_CHECK_THROW(attn.forward(x, y, ws, &narrow), nlb::ShapeError);
-  BOOST_CHECK_THROW(attn.forward(x, y, ws, &small), nlb::ArgumentError);
+  BOOST_CHECK_THROW(attn.forward(ctx, x, y, ws, &narrow), nlb::ShapeError);
+  BOOST_CHECK_THROW(attn.forward(ctx, x, y, ws, &small), nlb::ArgumentError);
   BOOST_TEST(attn.heads() == 2);
   BOOST_TEST(attn.head_dim() == 4);
   BOOST_TEST(attn.parameter_count() == 2 * (d * 2 + d) + 2 * d * d + 2 * d);

@@ -149,8 +149,10 @@ BOOST_AUTO_TEST_CASE(features_give_the_scores) {
   const auto routing = random_routing<double>(10, 6, 300);
   const RowMatrix<double> x = random_matrix<double>(7, 10, 301);
   RowMatrix<double> q(7, 6), k(7, 6), out(7, 7);
-  routing.query_features(x, q);
-  routing.key_features(x, k);
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ops::Scratch<nlb::backend::cpu, double> scratch;
+  routing.query_features(ctx, x, q, scratch);
+  routing.key_features(ctx, x, k, scratch);
   routing.scores(x, out, false);
   const RowMatrix<double> dense = x * routing.dense() * x.transpose();
   const double scale = dense.cwiseAbs().maxCoeff();
@@ -215,8 +217,12 @@ BOOST_AUTO_TEST_CASE(bad_input_raises_typed_errors) {
   RowMatrix<double> out(5, 5), wrong(5, 4), q(5, 3);
   BOOST_CHECK_THROW(routing.scores(random_matrix<double>(5, 7, 604), out, true), nlb::ShapeError);
   BOOST_CHECK_THROW(routing.scores(random_matrix<double>(5, 8, 604), wrong, true), nlb::ShapeError);
-  BOOST_CHECK_THROW(routing.query_features(random_matrix<double>(5, 8, 604), q), nlb::ShapeError);
-  BOOST_CHECK_THROW(routing.key_features(random_matrix<double>(5, 8, 604), q), nlb::ShapeError);
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ops::Scratch<nlb::backend::cpu, double> scratch;
+  BOOST_CHECK_THROW(routing.query_features(ctx, random_matrix<double>(5, 8, 604), q, scratch),
+                    nlb::ShapeError);
+  BOOST_CHECK_THROW(routing.key_features(ctx, random_matrix<double>(5, 8, 604), q, scratch),
+                    nlb::ShapeError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

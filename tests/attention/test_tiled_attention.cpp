@@ -1,4 +1,4 @@
-// Causal attention in tiles with a streamed softmax (nlb/attention/detail/tiled_attention.hpp)
+// Causal attention in tiles with a streamed softmax (nlb/ops/detail/tiled_attention.hpp)
 // against the definition evaluated directly in long double: every score of a row, its maximum,
 // the normalised weights, then P·V. Tile sizes from one row up to larger than the problem,
 // queries after a cached prefix (past > 0), feature and value widths that differ, logits that
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "nlb/attention/dense_attention.hpp"
-#include "nlb/attention/detail/tiled_attention.hpp"
+#include "nlb/ops/detail/tiled_attention.hpp"
 #include "random_mlp.hpp"
 #include "tolerances.hpp"
 
@@ -46,7 +46,7 @@ double relative_to_max(const A& a, const LMatrix& b) {
 
 struct Case {
   Index rows, past, width, value_width;
-  nlb::detail::AttentionTiles tiles;
+  nlb::ops::detail::AttentionTiles tiles;
   bool growing;  // logits that grow along the keys
 };
 
@@ -64,8 +64,9 @@ void check_cases(double bound, const std::string& label) {
   };
   double worst = 0;
   std::string where = "(none)";
-  nlb::detail::TiledAttentionScratch<T> scratch;  // reused across shapes and tile sizes
+  nlb::ops::detail::TiledAttentionScratch<T> scratch;  // reused across shapes and tile sizes
   nlb::GemmScratch<T> gemm;
+  const nlb::Context<Backend> ctx;
   std::uint64_t seed = 500;
   for (const Case& c : cases) {
     const Index span = c.past + c.rows;
@@ -79,8 +80,8 @@ void check_cases(double bound, const std::string& label) {
     }
     const T scale = T(1) / std::sqrt(static_cast<T>(c.width));
     RowMatrix<T> out(c.rows, c.value_width);
-    nlb::detail::tiled_causal_attention<Backend, T>(Backend{}, q, k, v, scale, c.past, out, scratch,
-                                                    gemm, c.tiles);
+    nlb::ops::detail::tiled_causal_attention<Backend, T>(ctx, q, k, v, scale, c.past, out, scratch,
+                                                         gemm, c.tiles);
     const double err = relative_to_max(out, reference(q, k, v, scale, c.past));
     const std::string name =
         label + " T=" + std::to_string(c.rows) + " past=" + std::to_string(c.past) +
@@ -115,14 +116,15 @@ BOOST_AUTO_TEST_CASE(dense_attention_beyond_one_tile_decodes_as_it_runs_whole) {
       heads, 8);
   const auto x = normal_matrix<double>(rows, d, 1.0, 75);
   nlb::Activations<double> full(rows, d), stepped(rows, d);
+  nlb::Context<nlb::backend::cpu> ctx;
   nlb::DenseAttention<double>::Workspace ws;
-  attn.forward(x, full, ws);
+  attn.forward(ctx, x, full, ws);
   nlb::KVCacheLayer<double> cache(rows, d);
   nlb::Activations<double> part;
   for (Index t0 = 0; t0 < rows;) {
     const Index n = t0 == 0 ? 170 : 1;
     part.resize(n, d);
-    attn.forward(x.middleRows(t0, n), part, ws, &cache);
+    attn.forward(ctx, x.middleRows(t0, n), part, ws, &cache);
     stepped.middleRows(t0, n) = part;
     t0 += n;
   }

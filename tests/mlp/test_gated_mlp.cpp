@@ -1,6 +1,7 @@
 // GatedMLP: hard routing against its two paths and a row-by-row reference; soft mode.
 #include <boost/test/unit_test.hpp>
 #include <limits>
+#include <utility>
 
 #include "nlb/mlp/gated_mlp.hpp"
 #include "nlb/mlp/hyperplane_gate.hpp"
@@ -34,6 +35,23 @@ struct Layer {
   }
 };
 
+// component(X) into Y through the one call contract, with a fresh context and workspace;
+// returns the rows per path.
+template <class C, class XT, class YT>
+nlb::RouteCounts forward_into(const C& component, const XT& X, YT&& Y) {
+  nlb::Context<typename C::backend_type> ctx;
+  typename C::Workspace ws;
+  return component.forward(ctx, X, std::forward<YT>(Y), ws);
+}
+
+// The same into a new [T, d] matrix.
+template <class C, class XT>
+typename C::Output forward_of(const C& component, const XT& X) {
+  typename C::Output Y(X.rows(), component.features());
+  forward_into(component, X, Y);
+  return Y;
+}
+
 template <class A, class B>
 double scaled_error(const A& a, const B& b) {
   const auto bd = b.template cast<double>();
@@ -51,17 +69,17 @@ BOOST_AUTO_TEST_CASE(infinite_thresholds_equal_each_path_exactly) {
   nlb::Activations<float> Y(37, 12);
 
   auto all_full = L::make(12, 1, static_cast<float>(inf));
-  const auto full_counts = all_full.forward(X, Y);
+  const auto full_counts = forward_into(all_full, X, Y);
   BOOST_TEST(full_counts.full == 37);
   BOOST_TEST(full_counts.linear == 0);
-  const auto Ymlp = all_full.mlp().forward(X);
+  const auto Ymlp = forward_of(all_full.mlp(), X);
   BOOST_TEST((Y.array() == Ymlp.array()).all());
 
   auto all_linear = L::make(12, 1, static_cast<float>(-inf));
-  const auto linear_counts = all_linear.forward(X, Y);
+  const auto linear_counts = forward_into(all_linear, X, Y);
   BOOST_TEST(linear_counts.linear == 37);
   BOOST_TEST(linear_counts.linear_fraction() == 1.0);
-  const auto Ylin = all_linear.surrogate().forward(X);
+  const auto Ylin = forward_of(all_linear.surrogate(), X);
   BOOST_TEST((Y.array() == Ylin.array()).all());
 }
 
@@ -70,8 +88,9 @@ BOOST_AUTO_TEST_CASE(random_routing_equals_row_by_row_reference) {
   const auto gated = L::make(10, 5, 0.0);
   const auto X = normal_matrix<double>(200, 10, 1.0, 77);
   nlb::Activations<double> Y(200, 10);
+  nlb::Context<nlb::backend::cpu> ctx;
   decltype(gated)::Workspace ws;
-  const auto counts = gated.forward(X, Y, ws);
+  const auto counts = gated.forward(ctx, X, Y, ws);
 
   // Reference: the gate's decision per row, then that row alone through the chosen path.
   const auto scores = gated.gate().score(X);
@@ -81,7 +100,8 @@ BOOST_AUTO_TEST_CASE(random_routing_equals_row_by_row_reference) {
     const nlb::Activations<double> row = X.row(t);
     const bool is_linear = scores(t) > gated.gate().threshold();
     linear += is_linear;
-    const auto expected = is_linear ? gated.surrogate().forward(row) : gated.mlp().forward(row);
+    const auto expected =
+        is_linear ? forward_of(gated.surrogate(), row) : forward_of(gated.mlp(), row);
     err = std::max(err, scaled_error(Y.row(t), expected));
   }
   BOOST_TEST_MESSAGE("hard routing vs row-by-row: max scaled error " << err << ", " << counts.linear
@@ -95,8 +115,8 @@ BOOST_AUTO_TEST_CASE(random_routing_equals_row_by_row_reference) {
   // The same workspace reused on another batch gives the same answer as a fresh one.
   const auto X2 = normal_matrix<double>(31, 10, 1.0, 78);
   nlb::Activations<double> Y2(31, 10), Y2_fresh(31, 10);
-  gated.forward(X2, Y2, ws);
-  gated.forward(X2, Y2_fresh);
+  gated.forward(ctx, X2, Y2, ws);
+  forward_into(gated, X2, Y2_fresh);
   BOOST_TEST((Y2.array() == Y2_fresh.array()).all());
 }
 
@@ -105,16 +125,17 @@ BOOST_AUTO_TEST_CASE(empty_and_single_row_batches) {
   const auto gated = L::make(8, 9, 0.0f);
   const nlb::Activations<float> empty(0, 8);
   nlb::Activations<float> Y0(0, 8);
-  const auto c0 = gated.forward(empty, Y0);
+  const auto c0 = forward_into(gated, empty, Y0);
   BOOST_TEST(c0.linear + c0.full == 0);
   BOOST_TEST(c0.linear_fraction() == 0.0);
 
   for (std::uint64_t seed = 0; seed < 8; ++seed) {
     const auto x = normal_matrix<float>(1, 8, 1.0, 100 + seed);
     nlb::Activations<float> y(1, 8);
-    const auto c = gated.forward(x, y);
+    const auto c = forward_into(gated, x, y);
     BOOST_TEST(c.linear + c.full == 1);
-    const auto expected = c.linear == 1 ? gated.surrogate().forward(x) : gated.mlp().forward(x);
+    const auto expected =
+        c.linear == 1 ? forward_of(gated.surrogate(), x) : forward_of(gated.mlp(), x);
     BOOST_TEST((y.array() == expected.array()).all());
   }
 }
@@ -129,8 +150,8 @@ BOOST_AUTO_TEST_CASE(fixed_and_dynamic_instantiations_agree) {
   const nlb::Activations<float, d> Xf = X;
   nlb::Activations<float> Yd(64, d);
   nlb::Activations<float, d> Yf(64, d);
-  const auto cd = dyn.forward(X, Yd);
-  const auto cf = fix.forward(Xf, Yf);
+  const auto cd = forward_into(dyn, X, Yd);
+  const auto cf = forward_into(fix, Xf, Yf);
   BOOST_TEST(cd.linear == cf.linear);
   const double err = scaled_error(Yf, Yd);
   BOOST_TEST_MESSAGE("fixed vs Dynamic GatedMLP: max scaled error " << err);
@@ -142,9 +163,11 @@ BOOST_AUTO_TEST_CASE(soft_mode_blends_by_gate_probability) {
   const auto gated = L::make(6, 31, 0.25);
   const auto X = normal_matrix<double>(17, 6, 1.0, 8);
   nlb::Activations<double> Y(17, 6);
-  gated.forward_soft(X, Y);
-  const auto full = gated.mlp().forward(X);
-  const auto lin = gated.surrogate().forward(X);
+  nlb::Context<nlb::backend::cpu> ctx;
+  decltype(gated)::Workspace ws;
+  gated.forward_soft(ctx, X, Y, ws);
+  const auto full = forward_of(gated.mlp(), X);
+  const auto lin = forward_of(gated.surrogate(), X);
   const auto scores = gated.gate().score(X);
   double err = 0;
   for (Index t = 0; t < X.rows(); ++t) {
@@ -175,5 +198,5 @@ BOOST_AUTO_TEST_CASE(mismatched_parts_and_inputs_raise_shape_errors) {
       });
   const auto X = normal_matrix<double>(4, 7, 1.0, 2);
   nlb::Activations<double> Y(4, 6);
-  BOOST_CHECK_THROW(ok.forward(X, Y), nlb::ShapeError);
+  BOOST_CHECK_THROW(forward_into(ok, X, Y), nlb::ShapeError);
 }

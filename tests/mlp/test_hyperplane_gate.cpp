@@ -371,6 +371,16 @@ BOOST_AUTO_TEST_CASE(direct_construction) {
   gate.route(x, routed);
   BOOST_TEST(routed == (Labels{1, 0, 0}), boost::test_tools::per_element());
   BOOST_TEST(gate.score_unfolded(x)(1) == -1.75);
+  // The backend form (what GatedMLP calls): the scores into a column, the row order with the
+  // linear rows first, each group ascending.
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ops::Scratch<nlb::backend::cpu, double> scratch;
+  nlb::ColVector<double> scores(3);
+  std::vector<nlb::Index> rows;
+  const nlb::Activations<double> reversed = x.colwise().reverse();
+  BOOST_TEST(gate.route(ctx, reversed, scores, rows, scratch) == 1);
+  BOOST_TEST((scores.array() == s.reverse().array()).all());
+  BOOST_TEST(rows == (std::vector<nlb::Index>{2, 0, 1}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -540,7 +550,9 @@ BOOST_AUTO_TEST_CASE(scoring_and_calibration_reject_bad_arguments) {
   });
   check_throws_expected<nlb::ShapeError>([&] { gate.score(Eigen::MatrixXd::Ones(4, 2)); });
   nlb::ColVector<double> too_short(3);
-  check_throws_expected<nlb::ShapeError>([&] { gate.score(x, too_short); });
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ops::Scratch<nlb::backend::cpu, double> scratch;
+  check_throws_expected<nlb::ShapeError>([&] { gate.score(ctx, x, too_short, scratch); });
   check_throws_expected<nlb::ArgumentError>([&] { gate.set_threshold(std::nan("")); });
   w(1) = std::numeric_limits<double>::infinity();
   check_throws_expected<nlb::NumericError>([&] { nlb::HyperplaneGate<double> g(w, 0.0); });

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "error_message.hpp"
 #include "nlb/mlp/ridge_surrogate.hpp"
@@ -25,6 +26,22 @@ template <class A, class B>
 double rel_error(const A& a, const B& b) {
   return (a.template cast<double>() - b.template cast<double>()).norm() /
          b.template cast<double>().norm();
+}
+
+// Y = X W + b through the one call contract into Y, with a fresh context and scratch.
+template <class S, class XT, class YT>
+void forward_into(const S& surrogate, const XT& X, YT&& Y) {
+  nlb::Context<typename S::backend_type> ctx;
+  typename S::Workspace scratch;
+  surrogate.forward(ctx, X, std::forward<YT>(Y), scratch);
+}
+
+// The same into a new [T, d_out] matrix.
+template <class S, class XT>
+typename S::Output forward_of(const S& surrogate, const XT& X) {
+  typename S::Output Y(X.rows(), surrogate.out_features());
+  forward_into(surrogate, X, Y);
+  return Y;
 }
 
 // The bias is ȳ − x̄W, so its natural scale is ‖ȳ‖ + ‖x̄‖‖W‖ (not ‖b‖, which can be ~0).
@@ -342,24 +359,24 @@ BOOST_AUTO_TEST_CASE(float_double_fixed_dynamic_agree) {
   const nlb::Activations<double> xd = nlb::test::gaussian(37, 8, 64);
   const nlb::Activations<float> xf = xd.cast<float>();
   const Eigen::MatrixXd ref = affine_by_loops(xd, d_dyn.weight(), d_dyn.bias());
-  BOOST_TEST(rel_error(d_dyn.forward(xd), ref) <= tol::ridge_double_rel);
-  BOOST_TEST(rel_error(d_fix.forward(xd), ref) <= tol::ridge_double_rel);
-  BOOST_TEST(rel_error(f_dyn.forward(xf), ref) <= tol::ridge_float_rel);
-  BOOST_TEST(rel_error(f_fix.forward(xf), ref) <= tol::ridge_float_rel);
+  BOOST_TEST(rel_error(forward_of(d_dyn, xd), ref) <= tol::ridge_double_rel);
+  BOOST_TEST(rel_error(forward_of(d_fix, xd), ref) <= tol::ridge_double_rel);
+  BOOST_TEST(rel_error(forward_of(f_dyn, xf), ref) <= tol::ridge_float_rel);
+  BOOST_TEST(rel_error(forward_of(f_fix, xf), ref) <= tol::ridge_float_rel);
   // float apply against its own float weights, by loops in double.
-  BOOST_TEST(rel_error(f_fix.forward(xf), affine_by_loops(xf, f_fix.weight(), f_fix.bias())) <=
+  BOOST_TEST(rel_error(forward_of(f_fix, xf), affine_by_loops(xf, f_fix.weight(), f_fix.bias())) <=
              tol::ridge_float_rel);
 
   // apply into blocks and through Eigen::Ref, fixed-width activations in and out.
   nlb::Activations<float, 6> out = nlb::Activations<float, 6>::Zero(40, 6);
   const nlb::Activations<float, 8> xf8 = xf;
-  f_fix.forward(xf8, out.middleRows(2, 37));
-  BOOST_TEST(rel_error(out.middleRows(2, 37), f_fix.forward(xf)) == 0.0);
+  forward_into(f_fix, xf8, out.middleRows(2, 37));
+  BOOST_TEST(rel_error(out.middleRows(2, 37), forward_of(f_fix, xf)) == 0.0);
   BOOST_TEST(out.topRows(2).cwiseAbs().maxCoeff() == 0.0f);  // rows outside the block untouched
   Eigen::Ref<nlb::Activations<float>> out_ref = out;
   const Eigen::Ref<const nlb::Activations<float>> in_ref = xf.topRows(20);
-  f_dyn.forward(in_ref, out_ref.topRows(20));
-  BOOST_TEST(rel_error(out.topRows(20), f_dyn.forward(xf.topRows(20))) == 0.0);
+  forward_into(f_dyn, in_ref, out_ref.topRows(20));
+  BOOST_TEST(rel_error(out.topRows(20), forward_of(f_dyn, xf.topRows(20))) == 0.0);
 }
 
 // One output (d_out = 1: column-vector activations, 1 x 1 bias), fixed and Dynamic.
@@ -379,7 +396,7 @@ BOOST_AUTO_TEST_CASE(single_output) {
   BOOST_TEST(rel_error(fixed.weight(), svd.weight) <= tol::ridge_fit_vs_svd_rel);
   BOOST_TEST(rel_error(dynamic.weight(), svd.weight) <= tol::ridge_fit_vs_svd_rel);
   const nlb::Activations<double, 4> x = X.topRows(9);
-  const nlb::Activations<double, 1> y = fixed.forward(x);
+  const nlb::Activations<double, 1> y = forward_of(fixed, x);
   BOOST_TEST(rel_error(y, affine_by_loops(x, svd.weight, svd.bias)) <= tol::ridge_fit_vs_svd_rel);
 }
 
@@ -390,7 +407,8 @@ BOOST_AUTO_TEST_CASE(constructed_and_default) {
   const nlb::RowVector<double> b = nlb::test::gaussian(1, 3, 72);
   const RidgeSurrogate<double> surrogate(w, b);
   const nlb::Activations<double> x = nlb::test::gaussian(11, 5, 73);
-  BOOST_TEST(rel_error(surrogate.forward(x), affine_by_loops(x, w, b)) <= tol::ridge_double_rel);
+  BOOST_TEST(rel_error(forward_of(surrogate, x), affine_by_loops(x, w, b)) <=
+             tol::ridge_double_rel);
   BOOST_TEST(std::isnan(surrogate.r2()));
 
   const RidgeSurrogate<float> empty;
@@ -421,22 +439,22 @@ BOOST_AUTO_TEST_CASE(bad_input) {
   // apply: width and row mismatches, Dynamic and fixed, nothing written on a throw.
   const nlb::Activations<float> x7 = nlb::Activations<float>::Ones(4, 7);
   nlb::Activations<float> y = nlb::Activations<float>::Constant(4, 6, 9.0f);
-  BOOST_CHECK_THROW(surrogate.forward(x7, y), nlb::ShapeError);
-  std::string msg = nlb::test::error_message<nlb::Error>([&] { surrogate.forward(x7, y); });
+  BOOST_CHECK_THROW(forward_into(surrogate, x7, y), nlb::ShapeError);
+  std::string msg = nlb::test::error_message<nlb::Error>([&] { forward_into(surrogate, x7, y); });
   BOOST_TEST(contains(msg, "expected 8, found 7"), msg);
   BOOST_TEST(y.minCoeff() == 9.0f);
-  BOOST_CHECK_THROW(surrogate.forward(x7), nlb::ShapeError);
+  BOOST_CHECK_THROW(forward_of(surrogate, x7), nlb::ShapeError);
   nlb::Activations<float> y_rows(3, 6);
   msg = nlb::test::error_message<nlb::Error>(
-      [&] { surrogate.forward(nlb::Activations<float>::Ones(4, 8), y_rows); });
+      [&] { forward_into(surrogate, nlb::Activations<float>::Ones(4, 8), y_rows); });
   BOOST_TEST(contains(msg, "expected 4, found 3"), msg);
   nlb::Activations<float> y_cols(4, 5);
   msg = nlb::test::error_message<nlb::Error>(
-      [&] { surrogate.forward(nlb::Activations<float>::Ones(4, 8), y_cols); });
+      [&] { forward_into(surrogate, nlb::Activations<float>::Ones(4, 8), y_cols); });
   BOOST_TEST(contains(msg, "expected 6, found 5"), msg);
   RidgeSurrogate<float, 8, 6> fixed;
   msg = nlb::test::error_message<nlb::Error>(
-      [&] { fixed.forward(x7); });  // Dynamic-width data into a fixed surrogate
+      [&] { forward_of(fixed, x7); });  // Dynamic-width data into a fixed surrogate
   BOOST_TEST(contains(msg, "expected 8, found 7"), msg);
 
   // Constructor: shapes against each other and against compile-time sizes.

@@ -5,49 +5,71 @@
 //   ScalarFilter:   D = softplus(θ) I, θ one scalar per head (the "inversion" experiment).
 // Both expose the same interface: the filter term x_i D x_jᵀ = f_i · x_j with the query-side
 // features f = X D (query_features), so it can be fused with the routing features into one
-// GEMM (SDAttention), or subtracted from given scores (subtract_scores).
+// GEMM (SDAttention), or subtracted from given scores (subtract_scores). The query features
+// are the ops layer's, so both run on every backend; subtract_scores and the dense forms are
+// host members.
 #pragma once
 
 #include <cmath>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "nlb/attention/detail/causal_product.hpp"
 #include "nlb/core.hpp"
+#include "nlb/core/context.hpp"
+#include "nlb/core/storage.hpp"
 #include "nlb/kernels/elementwise.hpp"
 #include "nlb/ops/elementwise.hpp"
+#include "nlb/ops/rows.hpp"
 
 namespace nlb {
 
 /// D = diag(softplus θ) with θ [d] (D fixed at compile time or Dynamic). The diagonal is
-/// computed once, at construction, with the backend's softplus kernel.
+/// computed once, at construction on the host, with the backend's softplus kernel; θ and the
+/// diagonal are kept as the backend's vectors [1, d] (storage_traits<Backend, T>::vector).
 template <class T, int D = Dynamic, class Backend = backend::cpu>
 class DiagonalFilter {
-  static_assert(backend::is_host<Backend>,
-                "DiagonalFilter: a host component: Backend must be backend::scalar or "
-                "backend::simd<Arch> (backend::cuda runs its own components)");
+  using Storage = storage_traits<Backend, T>;
 
  public:
   using Scalar = T;
   using backend_type = Backend;
   static constexpr int size = D;
+  using Vector = typename Storage::template vector<D>;
+  using ConstView = typename Storage::const_view;
+  using View = typename Storage::view;
+  template <class B>
+  using on_backend = DiagonalFilter<T, D, B>;
 
   DiagonalFilter() = default;
 
   /// θ [d]. ShapeError when d differs from a fixed D or is 0 (checked before θ is copied: a
   /// fixed-size copy of the wrong size would be undefined behaviour in release builds).
-  explicit DiagonalFilter(const Eigen::Ref<const RowVector<T>>& theta) : theta_(checked(theta)) {
+  explicit DiagonalFilter(
+      const Eigen::Ref<const RowVector<T>>& theta) requires backend::is_host<Backend>
+      : theta_(checked(theta)) {
     diagonal_ = theta_;
     ops::transform(Backend{}, diagonal_.data(), diagonal_.size(), kernels::SoftplusOp{});
   }
 
+  /// The same filter on another backend: θ and the diagonal copied into this backend's vectors
+  /// (uploaded once for backend::cuda; the diagonal is not recomputed). O(d).
+  template <class From>
+  requires(!std::is_same_v<From, Backend>) explicit DiagonalFilter(
+      const DiagonalFilter<T, D, From>& from)
+      : theta_(Storage::template vector_from_host<D>(from.theta())),
+        diagonal_(Storage::template vector_from_host<D>(from.diagonal())) {}
+
   Index features() const { return theta_.size(); }
   /// The free parameters θ [d].
-  const RowVector<T, D>& theta() const { return theta_; }
+  const Vector& theta() const { return theta_; }
   /// softplus(θ) [d], every entry >= 0 (> 0 unless θ_k < about −745 in double / −104 in float).
-  const RowVector<T, D>& diagonal() const { return diagonal_; }
+  const Vector& diagonal() const { return diagonal_; }
   /// D = diag(softplus θ) [d, d].
-  RowMatrix<T> dense() const { return diagonal_.transpose().asDiagonal(); }
+  RowMatrix<T> dense() const requires backend::is_host<Backend> {
+    return diagonal_.transpose().asDiagonal();
+  }
 
   /// Free parameters: d.
   Index parameter_count() const { return theta_.size(); }
@@ -59,13 +81,16 @@ class DiagonalFilter {
       check_dim(std::string(what) + ": filter width (d)", features(), d);
   }
 
-  /// f = X D [T, d] for X [T, d]: x_i D x_jᵀ = f_i · x_j. O(T·d).
-  void query_features(const Eigen::Ref<const Activations<T>>& X,
-                      Eigen::Ref<RowMatrix<T>> out) const {
+  /// f = (X D)·factor [T, d] for X [T, d]: x_i D x_jᵀ = f_i · x_j for factor 1 (ops::
+  /// scale_columns: each product rounded, then scaled, as S–D attention's logits scale it).
+  /// ShapeError on a width or output-size mismatch. O(T·d).
+  void query_features(Context<Backend>& ctx, const ConstView& X, View out, T factor = T(1)) const {
     check_width("DiagonalFilter::query_features: input", X.cols());
-    check_dim("DiagonalFilter::query_features: output rows (T)", X.rows(), out.rows());
-    check_dim("DiagonalFilter::query_features: output cols (d)", X.cols(), out.cols());
-    out = X.array().rowwise() * diagonal_.array();
+    if (out.rows() != X.rows() || out.cols() != X.cols()) {
+      check_dim("DiagonalFilter::query_features: output rows (T)", X.rows(), out.rows());
+      check_dim("DiagonalFilter::query_features: output cols (d)", X.cols(), out.cols());
+    }
+    ops::scale_columns(ctx, X, diagonal_, out, factor);
   }
 
   /// scores(i, j) −= xq_i D xk_jᵀ for the causal entries j <= past + i, with Xq [T, d] the
@@ -73,7 +98,7 @@ class DiagonalFilter {
   /// other entries untouched. O(T·(past + T/2)·d). ShapeError on mismatched shapes.
   void subtract_scores(const Eigen::Ref<const Activations<T>>& Xq,
                        const Eigen::Ref<const Activations<T>>& Xk, Eigen::Ref<RowMatrix<T>> scores,
-                       Index past) const {
+                       Index past) const requires backend::is_host<Backend> {
     check_subtract("DiagonalFilter::subtract_scores", features(), Xq, Xk, scores, past);
     const RowMatrix<T> f = -(Xq.array().rowwise() * diagonal_.array()).matrix();
     detail::causal_product<T>(f, Xk, scores, past, true);
@@ -81,7 +106,7 @@ class DiagonalFilter {
 
   /// scores(i, j) −= x_i D x_jᵀ for X [T, d], scores [T, T]: only j <= i when causal, else all.
   void subtract_scores(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<RowMatrix<T>> scores,
-                       bool causal) const {
+                       bool causal) const requires backend::is_host<Backend> {
     if (causal) {
       subtract_scores(X, X, scores, 0);
       return;
@@ -119,33 +144,42 @@ class DiagonalFilter {
     return theta;
   }
 
-  RowVector<T, D> theta_;
-  RowVector<T, D> diagonal_;
+  Vector theta_;
+  Vector diagonal_;
 };
 
-/// D = softplus(θ) I with one scalar θ (per head), for any width d.
+/// D = softplus(θ) I with one scalar θ (per head), for any width d. θ and softplus(θ) are
+/// host scalars on every backend.
 template <class T, class Backend = backend::cpu>
 class ScalarFilter {
-  static_assert(backend::is_host<Backend>,
-                "ScalarFilter: a host component: Backend must be backend::scalar or "
-                "backend::simd<Arch> (backend::cuda runs its own components)");
+  using Storage = storage_traits<Backend, T>;
 
  public:
   using Scalar = T;
   using backend_type = Backend;
   static constexpr int size = Dynamic;
+  using ConstView = typename Storage::const_view;
+  using View = typename Storage::view;
+  template <class B>
+  using on_backend = ScalarFilter<T, B>;
 
   /// θ = 0: D = log(2) I.
-  ScalarFilter() : ScalarFilter(T(0)) {}
-  explicit ScalarFilter(T theta) : theta_(theta) {
+  ScalarFilter() requires backend::is_host<Backend> : ScalarFilter(T(0)) {}
+  /// softplus(θ) by the backend's kernel, on the host.
+  explicit ScalarFilter(T theta) requires backend::is_host<Backend> : theta_(theta) {
     value_ = theta;
     ops::transform(Backend{}, &value_, 1, kernels::SoftplusOp{});
   }
 
+  /// The same filter on another backend (θ and its value copied, not recomputed).
+  template <class From>
+  requires(!std::is_same_v<From, Backend>) explicit ScalarFilter(const ScalarFilter<T, From>& from)
+      : ScalarFilter(from.theta(), from.value()) {}
+
   /// The filter whose value is `value` (finite, > 0), kept as given, with θ = softplus⁻¹(value)
   /// = value + log(1 − e^(−value)) in double (e.g. an S–D head's diagonal replaced by its mean).
   /// Computed on the host without the SIMD kernels. ArgumentError for another value.
-  static ScalarFilter from_value(T value) {
+  static ScalarFilter from_value(T value) requires backend::is_host<Backend> {
     const double v = static_cast<double>(value);
     if (!(v > 0.0) || !std::isfinite(v)) {
       throw ArgumentError(
@@ -158,26 +192,35 @@ class ScalarFilter {
   /// softplus(θ) >= 0.
   T value() const { return value_; }
   /// softplus(θ) repeated d times [d].
-  RowVector<T> diagonal(Index d) const { return RowVector<T>::Constant(d, value_); }
+  RowVector<T> diagonal(Index d) const requires backend::is_host<Backend> {
+    return RowVector<T>::Constant(d, value_);
+  }
   /// D = softplus(θ) I [d, d].
-  RowMatrix<T> dense(Index d) const { return value_ * RowMatrix<T>::Identity(d, d); }
+  RowMatrix<T> dense(Index d) const requires backend::is_host<Backend> {
+    return value_ * RowMatrix<T>::Identity(d, d);
+  }
   /// Free parameters: 1.
   Index parameter_count() const { return 1; }
   /// Any width fits: no check.
   void check_width(std::string_view, Index) const {}
 
-  /// f = softplus(θ) X [T, d]: x_i D x_jᵀ = f_i · x_j. O(T·d).
-  void query_features(const Eigen::Ref<const Activations<T>>& X,
-                      Eigen::Ref<RowMatrix<T>> out) const {
-    check_dim("ScalarFilter::query_features: output rows (T)", X.rows(), out.rows());
-    check_dim("ScalarFilter::query_features: output cols (d)", X.cols(), out.cols());
-    out = value_ * X;
+  /// f = (softplus(θ) X)·factor [T, d]: x_i D x_jᵀ = f_i · x_j for factor 1 (each product
+  /// rounded, then scaled, as DiagonalFilter's). ShapeError on an output-size mismatch. O(T·d).
+  void query_features(Context<Backend>& ctx, const ConstView& X, View out, T factor = T(1)) const {
+    if (out.rows() != X.rows() || out.cols() != X.cols()) {
+      check_dim("ScalarFilter::query_features: output rows (T)", X.rows(), out.rows());
+      check_dim("ScalarFilter::query_features: output cols (d)", X.cols(), out.cols());
+    }
+    ops::copy(ctx, X, out);
+    ops::scale(ctx, out, value_);
+    if (factor != T(1))
+      ops::scale(ctx, out, factor);
   }
 
   /// scores(i, j) −= softplus(θ) xq_i·xk_j for j <= past + i (see DiagonalFilter).
   void subtract_scores(const Eigen::Ref<const Activations<T>>& Xq,
                        const Eigen::Ref<const Activations<T>>& Xk, Eigen::Ref<RowMatrix<T>> scores,
-                       Index past) const {
+                       Index past) const requires backend::is_host<Backend> {
     DiagonalFilter<T, Dynamic, Backend>::check_subtract("ScalarFilter::subtract_scores", 0, Xq, Xk,
                                                         scores, past);
     const RowMatrix<T> f = -value_ * Xq;
@@ -186,7 +229,7 @@ class ScalarFilter {
 
   /// scores(i, j) −= softplus(θ) x_i·x_j for X [T, d]: only j <= i when causal, else all.
   void subtract_scores(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<RowMatrix<T>> scores,
-                       bool causal) const {
+                       bool causal) const requires backend::is_host<Backend> {
     if (causal) {
       subtract_scores(X, X, scores, 0);
       return;

@@ -5,16 +5,23 @@
 // truncated or whose symmetric part was replaced is another pair (A_h, B_h) of any width.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "nlb/attention/dense_attention.hpp"
-#include "nlb/attention/detail/tiled_attention.hpp"
 #include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
+#include "nlb/core/context.hpp"
+#include "nlb/core/storage.hpp"
+#include "nlb/ops/attention.hpp"
 #include "nlb/ops/gemm.hpp"
+#include "nlb/ops/half_gemm.hpp"
+#include "nlb/ops/rows.hpp"
+#include "nlb/ops/scratch.hpp"
 
 namespace nlb {
 
@@ -35,32 +42,40 @@ struct FactoredHead {
 ///   V = X w_v + b_v [T, d] (head h uses columns [h·d_h, (h+1)·d_h)),  Y = C w_out + b_out.
 /// No rotary positions. KV cache (as SDAttention's): the "keys" rows hold the raw input rows
 /// x_j, the "values" rows the V rows; key features of cached rows are recomputed each call.
-/// Each head runs in tiles with a streamed softmax (detail::tiled_causal_attention: no [T, S]
-/// score matrix). Cost per call: 4·T·d² (values, output) + 2·S·d·W (features, W = Σ w_h) +
-/// about 2·T·(past + T/2)·(W + d) (scores and context).
+/// Every head's features are one product each side ([A_0 … A_H−1] side by side); the heads run
+/// in one ops::causal_attention call when their widths agree, else one call per head (on the
+/// CPU in tiles with a streamed softmax: no [T, S] score matrix). Cost per call: 4·T·d² (values,
+/// output) + 2·(T + S)·d·W (features, W = Σ w_h) + about 2·T·(past + T/2)·(W + d) (scores and
+/// context). The matrices are kept in the backend's weight storage.
 template <class T, int D = Dynamic, class Backend = backend::cpu>
 class FactoredAttention {
-  static_assert(backend::is_host<Backend>,
-                "FactoredAttention: a host component: Backend must be backend::scalar or "
-                "backend::simd<Arch> (backend::cuda runs its own components)");
+  using Storage = storage_traits<Backend, T>;
+  using Matrix = typename Storage::template activations<>;
+  template <class, int, class>
+  friend class FactoredAttention;  // the converting constructor reads another backend's form
 
  public:
   using Scalar = T;
   using backend_type = Backend;
   static constexpr int size = D;
-  using Input = Activations<T, D>;
-  using Output = Activations<T, D>;
-  using AnyInput = Activations<T>;
-  using AnyOutput = Activations<T>;
+  using Input = typename Storage::template activations<D>;
+  using Output = typename Storage::template activations<D>;
+  using ConstView = typename Storage::const_view;  // width-Dynamic, as in DenseAttention
+  using View = typename Storage::view;
+  using Weight = typename Storage::template weights<>;  // w_v, w_out [d, d]; factors [d, W]
+  using Bias = typename Storage::template vector<>;     // biases [d] or [W]
+  template <class B>
+  using on_backend = FactoredAttention<T, D, B>;
 
-  /// Scratch memory for forward(); reuse it across calls.
+  /// Scratch memory for forward(); reuse it across calls. After a call with T rows and S
+  /// positions, a call with T rows and at most S positions allocates nothing (the key features
+  /// are grow-only storage used through views; with a cache they are sized for its capacity).
   struct Workspace {
-    Activations<T> values;                       // [T, d]
-    RowMatrix<T> fq;                             // [T, W]: every head's query features side by side
-    RowMatrix<T> fk;                             // [S, W]
-    detail::TiledAttentionScratch<T> attention;  // one score tile and its running softmax
-    Activations<T> context;                      // [T, d]
-    GemmScratch<T> gemm;                         // packing buffers of the products
+    Matrix values;                     // [T, d]
+    Matrix fq;                         // [T, W]: every head's query features side by side
+    Matrix fk;                         // [>= S, >= W]
+    Matrix context;                    // [T, d]
+    ops::Scratch<Backend, T> scratch;  // packing buffers, score tile
   };
 
   FactoredAttention() = default;
@@ -69,22 +84,19 @@ class FactoredAttention {
   /// logit scale (1/√d_h for a converted standard head). ShapeError when H does not divide d,
   /// a factor is not [d, w] with biases [w] and w ≥ 1, or a projection does not have width d.
   FactoredAttention(const std::vector<FactoredHead<T>>& heads, RowMatrix<T> w_v, RowVector<T> b_v,
-                    RowMatrix<T> w_out, RowVector<T> b_out, T scale)
-      : w_v_(std::move(w_v)),
-        b_v_(std::move(b_v)),
-        w_out_(std::move(w_out)),
-        b_out_(std::move(b_out)),
-        scale_(scale) {
-    const Index d = w_out_.rows(), n = static_cast<Index>(heads.size());
+                    RowMatrix<T> w_out, RowVector<T> b_out,
+                    T scale) requires backend::is_host<Backend>
+      : b_v_(std::move(b_v)), b_out_(std::move(b_out)), scale_(scale) {
+    const Index d = w_out.rows(), n = static_cast<Index>(heads.size());
     if constexpr (D != Dynamic)
       check_dim("FactoredAttention: width (compile-time d)", D, d);
     if (n <= 0 || d % n != 0) {
       throw ShapeError(detail::expected_found("FactoredAttention: head count",
                                               "a positive divisor of d = " + std::to_string(d), n));
     }
-    check_dim("FactoredAttention: w_out cols (d)", d, w_out_.cols());
-    check_dim("FactoredAttention: w_v rows (d)", d, w_v_.rows());
-    check_dim("FactoredAttention: w_v cols (d)", d, w_v_.cols());
+    check_dim("FactoredAttention: w_out cols (d)", d, w_out.cols());
+    check_dim("FactoredAttention: w_v rows (d)", d, w_v.rows());
+    check_dim("FactoredAttention: w_v cols (d)", d, w_v.cols());
     check_dim("FactoredAttention: b_v size (d)", d, b_v_.size());
     check_dim("FactoredAttention: b_out size (d)", d, b_out_.size());
     Index total = 0;
@@ -103,25 +115,46 @@ class FactoredAttention {
       total += w;
       offsets_.push_back(total);
     }
-    w_query_.resize(d, total);
-    w_key_.resize(d, total);
+    RowMatrix<T> w_query(d, total), w_key(d, total);
     b_query_.resize(1, total);
     b_key_.resize(1, total);
     for (Index h = 0; h < n; ++h) {
       const auto& f = heads[static_cast<std::size_t>(h)];
       const Index o = offsets_[static_cast<std::size_t>(h)], w = f.w_query.cols();
-      w_query_.middleCols(o, w) = f.w_query;
-      w_key_.middleCols(o, w) = f.w_key;
+      w_query.middleCols(o, w) = f.w_query;
+      w_key.middleCols(o, w) = f.w_key;
       b_query_.middleCols(o, w) = f.b_query;
       b_key_.middleCols(o, w) = f.b_key;
     }
+    using Weights = typename Backend::weights;
+    w_query_ = to_weight_storage<Weights>(std::move(w_query));
+    w_key_ = to_weight_storage<Weights>(std::move(w_key));
+    w_v_ = to_weight_storage<Weights>(std::move(w_v));
+    w_out_ = to_weight_storage<Weights>(std::move(w_out));
   }
+
+  /// The same attention on another backend: every factor, projection and bias copied into this
+  /// backend's storage (uploaded once for backend::cuda). O(d² + d·W).
+  template <class From>
+  requires(!std::is_same_v<From, Backend>) explicit FactoredAttention(
+      const FactoredAttention<T, D, From>& from)
+      : w_query_(Storage::template from_host<>(from.w_query_)),
+        w_key_(Storage::template from_host<>(from.w_key_)),
+        b_query_(Storage::template vector_from_host<>(from.b_query_)),
+        b_key_(Storage::template vector_from_host<>(from.b_key_)),
+        offsets_(from.offsets_),
+        w_v_(Storage::template from_host<>(from.w_v_)),
+        b_v_(Storage::template vector_from_host<>(from.b_v_)),
+        w_out_(Storage::template from_host<>(from.w_out_)),
+        b_out_(Storage::template vector_from_host<>(from.b_out_)),
+        scale_(from.scale_) {}
 
   /// The standard heads of `dense` as factors (A_h = W_Q,h, B_h = W_K,h, the q/k biases,
   /// scale 1/√d_h): the same attention. ArgumentError when `dense` rotates positions (rotary
   /// scores are not a fixed bilinear form).
   template <int D2, class B2>
-  static FactoredAttention from_dense(const DenseAttention<T, D2, B2>& dense) {
+  static FactoredAttention from_dense(
+      const DenseAttention<T, D2, B2>& dense) requires backend::is_host<Backend> {
     if (dense.rotary_dims() != 0) {
       throw ArgumentError(detail::expected_found("FactoredAttention::from_dense: rotary dims",
                                                  "0 (no position-free bilinear form otherwise)",
@@ -138,53 +171,47 @@ class FactoredAttention {
                              w.w_out, w.b_out, T(1) / std::sqrt(static_cast<T>(dh)));
   }
 
-  /// Y = attention(X), X, Y [T, d]. Without a cache X holds positions [0, T); with one, X's
-  /// tokens follow the cached ones and X's rows and V rows are appended (ArgumentError when
-  /// full; ShapeError when its width is not d).
-  void forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y, Workspace& ws,
-               KVCacheLayer<T>* cache = nullptr) const {
+  /// Y = attention(X), X, Y [T, d] (Y must not alias X). Without a cache X holds positions
+  /// [0, T); with one, X's tokens follow the cached ones and X's rows and V rows are appended
+  /// (ArgumentError when full; ShapeError when its width is not d). ShapeError on a width or
+  /// row mismatch of X or Y.
+  void forward(Context<Backend>& ctx, const ConstView& X, View Y, Workspace& ws,
+               KVCacheLayerOf<T, Backend>* cache = nullptr) const {
     const Index d = features(), rows = X.rows(), dh = head_dim();
-    check_dim("FactoredAttention::forward: input width (d)", d, X.cols());
-    check_dim("FactoredAttention::forward: output rows (T)", rows, Y.rows());
-    check_dim("FactoredAttention::forward: output width (d)", d, Y.cols());
-    const Index past = cache ? cache->length : 0;
-    if (cache) {
-      check_dim("FactoredAttention::forward: cache key width (d)", d, cache->keys.cols());
-      check_dim("FactoredAttention::forward: cache value width (d)", d, cache->values.cols());
-      if (past + rows > cache->capacity()) {
-        throw ArgumentError(detail::expected_found("FactoredAttention::forward: cache positions",
-                                                   "at most " + std::to_string(cache->capacity()),
-                                                   past + rows));
-      }
-    }
+    const Index past = detail::check_attention_call("FactoredAttention::forward", d, X, Y, cache);
+    if (rows == 0)
+      return;
     ws.values.resize(rows, d);
-    ops::gemm_bias(Backend{}, ws.values, X, w_v_, b_v_, ws.gemm);
-    const Index span = past + rows;
+    ops::gemm_bias(ctx, X, w_v_, b_v_, ws.values, ws.scratch);  // [T, d]
+    const Index span = past + rows;  // S: every position a new token may attend to
     if (cache) {
-      cache->keys.middleRows(past, rows) = X;
-      cache->values.middleRows(past, rows) = ws.values;
+      ops::copy(ctx, X, cache->keys.middleRows(past, rows));
+      ops::copy(ctx, ws.values, cache->values.middleRows(past, rows));
       cache->length = span;
     }
-    const Eigen::Ref<const AnyInput> keys =
-        cache ? Eigen::Ref<const AnyInput>(cache->keys.topRows(span)) : X;
-    const Eigen::Ref<const AnyInput> values =
-        cache ? Eigen::Ref<const AnyInput>(cache->values.topRows(span))
-              : Eigen::Ref<const AnyInput>(ws.values);
+    const ConstView keys = cache ? ConstView(cache->keys.topRows(span)) : X;  // [S, d]
+    const ConstView values =
+        cache ? ConstView(cache->values.topRows(span)) : ConstView(ws.values);  // [S, d]
     const Index total = w_query_.cols();
     ws.fq.resize(rows, total);
-    ops::gemm_bias(Backend{}, ws.fq, X, w_query_, b_query_, ws.gemm);
-    ws.fq *= scale_;  // any sign: the tiles' softmax then takes the logits as they are
-    ws.fk.resize(span, total);
-    ops::gemm_bias(Backend{}, ws.fk, keys, w_key_, b_key_, ws.gemm);
+    ops::gemm_bias(ctx, X, w_query_, b_query_, ws.fq, ws.scratch);  // [T, W]
+    ops::scale(ctx, ws.fq, scale_);  // any sign: the softmax then takes the logits as they are
+    detail::grow_to(ws.fk, cache ? cache->capacity() : span, total);
+    auto fk = ws.fk.topRows(span).leftCols(total);  // [S, W]
+    ops::gemm_bias(ctx, keys, w_key_, b_key_, fk, ws.scratch);
     ws.context.resize(rows, d);
-    for (Index h = 0; h < heads(); ++h) {
-      const Index o = offsets_[static_cast<std::size_t>(h)];
-      const Index w = offsets_[static_cast<std::size_t>(h + 1)] - o;
-      detail::tiled_causal_attention<Backend, T>(
-          Backend{}, ws.fq.middleCols(o, w), ws.fk.middleCols(o, w), values.middleCols(h * dh, dh),
-          T(1), past, ws.context.middleCols(h * dh, dh), ws.attention, ws.gemm);
+    if (uniform_width() > 0) {  // every head of one width: one call for all of them
+      ops::causal_attention(ctx, ws.fq, fk, values, ws.context, heads(), T(1), past, ws.scratch);
+      ops::gemm_bias(ctx, ws.context, w_out_, b_out_, Y, ws.scratch);  // [T, d]
+      return;
     }
-    ops::gemm_bias(Backend{}, Y, ws.context, w_out_, b_out_, ws.gemm);
+    for (Index h = 0; h < heads(); ++h) {
+      const Index o = offsets_[static_cast<std::size_t>(h)], w = feature_width(h);
+      ops::causal_attention(ctx, ws.fq.middleCols(o, w), fk.middleCols(o, w),
+                            values.middleCols(h * dh, dh), ws.context.middleCols(h * dh, dh), 1,
+                            T(1), past, ws.scratch);
+    }
+    ops::gemm_bias(ctx, ws.context, w_out_, b_out_, Y, ws.scratch);  // [T, d]
   }
 
   Index features() const { return w_out_.rows(); }
@@ -195,25 +222,37 @@ class FactoredAttention {
     return offsets_.at(static_cast<std::size_t>(h + 1)) - offsets_.at(static_cast<std::size_t>(h));
   }
   T scale() const { return scale_; }
-  /// Head h's factors (copies).
-  FactoredHead<T> head(Index h) const {
+  /// Head h's factors (host copies).
+  FactoredHead<T> head(Index h) const requires backend::is_host<Backend> {
     const Index o = offsets_.at(static_cast<std::size_t>(h)), w = feature_width(h);
     return {w_query_.middleCols(o, w), b_query_.middleCols(o, w), w_key_.middleCols(o, w),
             b_key_.middleCols(o, w)};
   }
-  const RowMatrix<T>& w_v() const { return w_v_; }
-  const RowVector<T>& b_v() const { return b_v_; }
-  const RowMatrix<T>& w_out() const { return w_out_; }
-  const RowVector<T>& b_out() const { return b_out_; }
+  /// The value and output projections [d, d] in this backend's weight storage, and their
+  /// biases [d].
+  const Weight& w_v() const { return w_v_; }
+  const Bias& b_v() const { return b_v_; }
+  const Weight& w_out() const { return w_out_; }
+  const Bias& b_out() const { return b_out_; }
 
  private:
-  RowMatrix<T> w_query_, w_key_;  // [d, W]: heads side by side
-  RowVector<T> b_query_, b_key_;  // [W]
-  std::vector<Index> offsets_;    // head h's features are columns [offsets_[h], offsets_[h+1])
-  RowMatrix<T> w_v_;
-  RowVector<T> b_v_;
-  RowMatrix<T> w_out_;
-  RowVector<T> b_out_;
+  // The common feature width of every head, or 0 when they differ. O(H).
+  Index uniform_width() const {
+    const Index w = heads() > 0 ? feature_width(0) : 0;
+    for (Index h = 1; h < heads(); ++h) {
+      if (feature_width(h) != w)
+        return 0;
+    }
+    return w;
+  }
+
+  Weight w_query_, w_key_;      // [d, W]: heads side by side
+  Bias b_query_, b_key_;        // [W]
+  std::vector<Index> offsets_;  // head h's features are columns [offsets_[h], offsets_[h+1])
+  Weight w_v_;
+  Bias b_v_;
+  Weight w_out_;
+  Bias b_out_;
   T scale_ = T(1);
 };
 

@@ -71,6 +71,7 @@ inline constexpr bool is_simd<with_weights<Weights, Base>> = is_simd<Base>;
 /// host backends, so that a host component asked for it refuses with its own static_assert.
 struct cuda {
   using memory_space = device_memory;
+  using weights = storage::device;
 };
 
 /// True for every CPU backend (host memory, Eigen GEMMs).

@@ -29,12 +29,16 @@ struct bf16 {
 
 struct mapped {};
 
+/// Device memory (backend::cuda): matrices of the scalar type in a cuda::DeviceMatrix. Its
+/// weight_matrix is defined in nlb/cuda/device_matrix.cuh.
+struct device {};
+
 template <class S>
 inline constexpr bool is_half = std::is_same_v<S, f16> || std::is_same_v<S, bf16>;
 
 template <class S>
 inline constexpr bool is_storage =
-    std::is_same_v<S, f32> || is_half<S> || std::is_same_v<S, mapped>;
+    std::is_same_v<S, f32> || is_half<S> || std::is_same_v<S, mapped> || std::is_same_v<S, device>;
 
 namespace detail {
 template <class S, class T, int Rows, int Cols>

@@ -39,29 +39,36 @@ __global__ void probe_kernel() {}
 /// Device 0's status. Never throws; safe to call on a machine with no driver.
 inline DeviceStatus device_status() {
 #if NLB_CUDA_DEVICE_BUILD
+  // Every failure is reported with the error of the call that failed.
+  const auto failed = [](const std::string& what, cudaError_t status) {
+    return DeviceStatus{
+        false, what + ": " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")"};
+  };
   int count = 0;
   const cudaError_t counted = cudaGetDeviceCount(&count);
   if (counted == cudaErrorInsufficientDriver || counted == cudaErrorStubLibrary)
-    return {false, "no CUDA driver is installed (or it is older than this build's runtime): " +
-                       std::string(cudaGetErrorName(counted))};
+    return failed("no CUDA driver is installed (or it is older than this build's runtime)",
+                  counted);
   if (counted == cudaErrorNoDevice || (counted == cudaSuccess && count == 0))
     return {false, "the CUDA driver reports no device"};
   if (counted != cudaSuccess)
-    return {false, std::string("the CUDA runtime cannot count devices: ") +
-                       cudaGetErrorName(counted) + " (" + cudaGetErrorString(counted) + ")"};
+    return failed("the CUDA runtime cannot count devices", counted);
   cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
-    return {false, "cannot read the properties of device 0"};
+  if (const cudaError_t read = cudaGetDeviceProperties(&prop, 0); read != cudaSuccess)
+    return failed("cannot read the properties of device 0", read);
   const std::string name = std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
                            std::to_string(prop.minor) + ")";
   detail::probe_kernel<><<<1, 1>>>();
   const cudaError_t launched = cudaGetLastError();
   if (launched == cudaErrorNoKernelImageForDevice || launched == cudaErrorInvalidDeviceFunction)
-    return {false, name +
-                       ": this build has no kernel image for it (add its architecture to "
-                       "CMAKE_CUDA_ARCHITECTURES)"};
-  if (launched != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
-    return {false, name + ": a test kernel failed: " + cudaGetErrorName(launched)};
+    return failed(name +
+                      ": this build has no kernel image for it (add its architecture to "
+                      "CMAKE_CUDA_ARCHITECTURES)",
+                  launched);
+  if (launched != cudaSuccess)
+    return failed(name + ": a test kernel failed to launch", launched);
+  if (const cudaError_t finished = cudaDeviceSynchronize(); finished != cudaSuccess)
+    return failed(name + ": a test kernel failed to run", finished);
   return {true, name};
 #else
   return {true, "host-system build (thrust's host device system; no GPU is used)"};

@@ -1,362 +1,386 @@
-// The row operations of a transformer on backend::cuda (DESIGN.md §4): LayerNorm rows, the
-// causal softmax of attention scores, rotary positions, residual adds, row copies, column scaling
-// and the embedding lookup — the device counterparts of nlb/ops/layer_norm.hpp, nlb/ops/rotary.hpp
-// and the attention's softmax.
-//
-// Each is a functor over one row (or one element) run by thrust with the context's policy, so
-// the same code runs on the device and, in the host-system build, on the CPU (detail/config.cuh).
-// The per-row functors follow the scalar CPU kernels operation by operation (same passes, same
-// order of additions), so a host-system run matches the scalar backend to the last bit and a
-// device run to the rounding of its math library. One thread per row leaves a GPU under-used on
-// short batches; a block-per-row kernel is the planned speed-up once it can be measured.
+// The row operations of backend::cuda (DESIGN.md §4): LayerNorm, rotary positions, embedding,
+// attention, next-token losses and the host copy — nlb/ops/*.hpp for the device, same names and
+// arguments. LayerNorm, the attention's softmax and the loss run a warp per row: lanes take every
+// 32nd entry and their sums meet by shuffles; in the host-system build one lane takes every entry
+// in order, adding exactly as the scalar CPU kernels do (kernels::layer_norm, log_sum_exp).
+// Attention heads are batched, not looped: head h of a row-major operand is its column block h·w,
+// so the per-head products are one strided-batched cuBLAS call of batch stride w (no copies).
 #pragma once
 
-#include <math.h>  // sqrtf, powf, ... by their typed names, also on the CUDA device
+#include <math.h>  // sqrtf, exp, log, pow, cos, sin by their typed names, also on the device
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "nlb/core/checks.hpp"
+#include "nlb/core/errors.hpp"
 #include "nlb/core/host_device.hpp"
 #include "nlb/core/matrix.hpp"
 #include "nlb/cuda/context.cuh"
 #include "nlb/cuda/device_matrix.cuh"
 #include "nlb/cuda/ops.cuh"
 #include "nlb/kernels/detail/elementwise_math.hpp"
+#include "nlb/ops/rotary.hpp"
 
-namespace nlb::cuda::detail {
+namespace nlb::cuda {
 
-template <class T>
-NLB_HOST_DEVICE inline T square_root(T x) {
-  if constexpr (std::is_same_v<T, float>)
-    return ::sqrtf(x);
-  else
-    return ::sqrt(x);
-}
+namespace detail {
 
-// One row of y = (x − mean) / sqrt(var + eps) ⊙ gamma + beta with the corrected two-pass
-// moments of kernels::layer_norm (nlb/kernels/layer_norm.hpp). y may be x.
+// Row r of y = (x − mean) / sqrt(var + eps) ⊙ gamma + beta with the corrected two-pass moments
+// of kernels::layer_norm (nlb/kernels/layer_norm.hpp). y may be x: each lane reads an entry
+// before it writes it, and no other lane touches it.
 template <class T>
 struct LayerNormRow {
-  const T* x;
-  Index x_stride;
+  const T *x, *gamma, *beta;
   T* y;
-  Index y_stride;
-  const T* gamma;
-  const T* beta;
-  Index n;
+  Index x_stride, y_stride, n;
   T eps;
-  NLB_HOST_DEVICE void operator()(Index r) const {
+  NLB_HOST_DEVICE void operator()(Index r, RowLanes lanes) const {
     const T* in = x + r * x_stride;
-    T* out = y + r * y_stride;
-    T sum = T(0);
-    for (Index i = 0; i < n; ++i)
+    T sum = T(0), centered_sum = T(0), centered_squares = T(0);
+    for (Index i = lanes.lane; i < n; i += lanes.count)
       sum += in[i];
-    const T count = static_cast<T>(n);
-    const T rough_mean = sum / count;
-    T centered_sum = T(0), centered_squares = T(0);
-    for (Index i = 0; i < n; ++i) {
+    const T count = static_cast<T>(n), rough_mean = lanes.sum(sum) / count;
+    for (Index i = lanes.lane; i < n; i += lanes.count) {
       const T centered = in[i] - rough_mean;
       centered_sum += centered;
       centered_squares += centered * centered;
     }
-    const T correction = centered_sum / count;
+    const T correction = lanes.sum(centered_sum) / count;
     const T variance = kernels::detail::elementwise_math::max(
-        centered_squares / count - correction * correction, T(0));
-    const T mean = rough_mean + correction;
-    const T inv_std = T(1) / square_root(variance + eps);
-    for (Index i = 0; i < n; ++i)
-      out[i] = (in[i] - mean) * inv_std * gamma[i] + beta[i];
+        lanes.sum(centered_squares) / count - correction * correction, T(0));
+    const T mean = rough_mean + correction,
+            inv_std =  // sqrt in double rounds to sqrtf's float exactly (53 >= 2·24 + 2 bits)
+            T(1) / static_cast<T>(::sqrt(static_cast<double>(variance + eps)));
+    for (Index i = lanes.lane; i < n; i += lanes.count)
+      y[r * y_stride + i] = (in[i] - mean) * inv_std * gamma[i] + beta[i];
   }
 };
 
-// Row t of scores [T, S] in place: the first past + t + 1 columns (the causal ones) become
-// softmax(scale · s), the rest 0. Max-subtracted, so no exp overflows.
+// Pair k of every head of Q and K in row t of qk [T, 2d], rotated by the angle
+// (past + t) · base^(−2k / rotary_dims) computed in double as kernels::rotary_angles does. Head
+// g < 2·heads (Q's, then K's) starts at column g · head_dim.
 template <class T>
-struct CausalSoftmaxRow {
-  T* scores;
-  Index stride, cols, past;
-  T scale;
-  NLB_HOST_DEVICE void operator()(Index t) const {
-    namespace math = kernels::detail::elementwise_math;
-    T* row = scores + t * stride;
-    const Index visible = past + t + 1 < cols ? past + t + 1 : cols;
-    T top = row[0] * scale;
-    for (Index j = 1; j < visible; ++j)
-      top = math::max(top, row[j] * scale);
-    T sum = T(0);
-    for (Index j = 0; j < visible; ++j) {
-      row[j] = math::exp(row[j] * scale - top);
-      sum += row[j];
-    }
-    const T inverse = T(1) / sum;
-    for (Index j = 0; j < visible; ++j)
-      row[j] *= inverse;
-    for (Index j = visible; j < cols; ++j)
-      row[j] = T(0);
-  }
-};
-
-// Pair k of head h of row t of the Q and K blocks of qkv [T, 3d] rotated by the angle
-// (past + t) · base^(−2k / rotary_dims), computed in double as kernels::rotary_angles does.
-template <class T>
-struct RotateQueryKeyPair {
-  T* qkv;
-  Index stride, d, head_dim, heads, half, past;
+struct RotatePairs {
+  T* qk;
+  Index stride, head_dim, groups, half, past;
   double base;
-  NLB_HOST_DEVICE void operator()(Index i) const {
-    const Index k = i % half, h = (i / half) % heads, t = i / (half * heads);
+  NLB_HOST_DEVICE void operator()(Index t, Index k) const {
     const double inv_freq =
         1.0 / ::pow(base, static_cast<double>(2 * k) / static_cast<double>(2 * half));
     const double angle = static_cast<double>(past + t) * inv_freq;
     const T cos = static_cast<T>(::cos(angle)), sin = static_cast<T>(::sin(angle));
-    rotate(qkv + t * stride + h * head_dim, k, cos, sin);      // Q
-    rotate(qkv + t * stride + d + h * head_dim, k, cos, sin);  // K
-  }
-  NLB_HOST_DEVICE void rotate(T* head, Index k, T cos, T sin) const {
-    const T x1 = head[k], x2 = head[k + half];
-    head[k] = x1 * cos - x2 * sin;
-    head[k + half] = x2 * cos + x1 * sin;
-  }
-};
-
-// y[r, j] += a[r, j] (+ b[r, j] when b is set: y + (a + b), the order of the CPU block).
-template <class T>
-struct AddRows {
-  T* y;
-  Index y_stride, cols;
-  const T* a;
-  Index a_stride;
-  const T* b;
-  Index b_stride;
-  NLB_HOST_DEVICE void operator()(Index i) const {
-    const Index r = i / cols, j = i % cols;
-    if (b != nullptr)
-      y[r * y_stride + j] += a[r * a_stride + j] + b[r * b_stride + j];
-    else
-      y[r * y_stride + j] += a[r * a_stride + j];
+    for (Index g = 0; g < groups; ++g) {
+      T* pair = qk + t * stride + g * head_dim + k;
+      const T x1 = pair[0], x2 = pair[half];
+      pair[0] = x1 * cos - x2 * sin;
+      pair[half] = x2 * cos + x1 * sin;
+    }
   }
 };
 
+// Row t's loss log Σ_j exp(logits[t, j]) − logits[t, ids[t + 1]] in double, the maximum
+// subtracted first (kernels::log_sum_exp's scalar form: the same passes and order).
 template <class T>
-struct CopyRows {  // to[r, j] = from[r, j]
-  const T* from;
-  Index from_stride;
-  T* to;
-  Index to_stride, cols;
-  NLB_HOST_DEVICE void operator()(Index i) const {
-    const Index r = i / cols, j = i % cols;
-    to[r * to_stride + j] = from[r * from_stride + j];
-  }
-};
-
-// out[r, j] = (x[r, j] · diagonal[j]) · factor.
-template <class T>
-struct ScaleColumns {
-  const T* x;
-  Index x_stride;
-  const T* diagonal;
-  T factor;
-  T* out;
-  Index out_stride, cols;
-  NLB_HOST_DEVICE void operator()(Index i) const {
-    const Index r = i / cols, j = i % cols;
-    out[r * out_stride + j] = x[r * x_stride + j] * diagonal[j] * factor;
-  }
-};
-
-// x[t, j] = token[ids[t], j] (+ position[past + t, j] when position is set).
-template <class T>
-struct EmbedRows {
-  const T* token;
-  Index token_stride;
-  const T* position;
-  Index position_stride;
-  const std::int32_t* ids;
-  Index past;
-  T* x;
-  Index x_stride, cols;
-  NLB_HOST_DEVICE void operator()(Index i) const {
-    const Index t = i / cols, j = i % cols;
-    T value = token[static_cast<Index>(ids[t]) * token_stride + j];
-    if (position != nullptr)
-      value += position[(past + t) * position_stride + j];
-    x[t * x_stride + j] = value;
-  }
-};
-
-// Row t's next-token loss: log Σ_j exp(logits[t, j]) − logits[t, ids[t + 1]], in double with
-// the maximum subtracted, as kernels::log_sum_exp's scalar form (the same passes and order).
-template <class T>
-struct NextTokenLossRow {
+struct NextTokenLoss {
   const T* logits;
-  Index stride, cols;
-  const std::int32_t* ids;
+  const Index* ids;
   double* loss;
-  NLB_HOST_DEVICE void operator()(Index t) const {
+  Index stride, cols;
+  NLB_HOST_DEVICE void operator()(Index t, RowLanes lanes) const {
     const T* row = logits + t * stride;
-    double maximum = static_cast<double>(row[0]);
-    for (Index j = 1; j < cols; ++j)
+    double maximum = static_cast<double>(row[0]), sum = 0;
+    for (Index j = lanes.lane; j < cols; j += lanes.count)
       maximum = kernels::detail::elementwise_math::max(maximum, static_cast<double>(row[j]));
-    double sum = 0;
-    for (Index j = 0; j < cols; ++j)
+    maximum = lanes.max(maximum);
+    for (Index j = lanes.lane; j < cols; j += lanes.count)
       sum += ::exp(static_cast<double>(row[j]) - maximum);
-    loss[t] = maximum + ::log(sum) - static_cast<double>(row[ids[t + 1]]);
+    sum = lanes.sum(sum);
+    if (lanes.lane == 0)
+      loss[t] = maximum + ::log(sum) - static_cast<double>(row[ids[t + 1]]);
   }
 };
 
-}  // namespace nlb::cuda::detail
-
-namespace nlb::ops {
-
-/// y[t, :] = (x[t, :] − mean) / sqrt(var + eps) ⊙ gamma + beta for every row (biased variance,
-/// eps inside the root, PAPERS.md §A1); y may be x. x, y [T, d]; gamma, beta [1, d]. O(T d), one
-/// thread per row. Throws ShapeError on a mismatch, ArgumentError for eps < 0 or d = 0.
+// The token ids, widened to row indices, copied into the scratch on ctx's stream (the span may
+// go away when this returns). A [T, 1] view of them.
 template <class T>
-void layer_norm_rows(Context<backend::cuda>& ctx, cuda::DeviceView<const T> x,
-                     cuda::DeviceView<T> y, cuda::DeviceView<const T> gamma,
-                     cuda::DeviceView<const T> beta, T eps) {
-  check_dim("ops::layer_norm_rows (cuda): rows of y", x.rows, y.rows);
-  check_dim("ops::layer_norm_rows (cuda): cols of y", x.cols, y.cols);
-  check_dim("ops::layer_norm_rows (cuda): gamma width", x.cols, gamma.rows * gamma.cols);
-  check_dim("ops::layer_norm_rows (cuda): beta width", x.cols, beta.rows * beta.cols);
-  if (x.cols < 1 || !(eps >= T(0))) {
+DeviceView<const Index> upload_ids(Context<backend::cuda>& ctx, std::span<const std::int32_t> ids,
+                                   DeviceScratch<T>& scratch) {
+  const auto n = static_cast<Index>(ids.size());
+  scratch.host_ids.assign(ids.begin(), ids.end());
+  scratch.ids.resize(n, 1);
+  copy_2d(ctx, scratch.host_ids.data(), n, scratch.ids.data(), n, 1, n);
+  return scratch.ids.view();
+}
+
+/// Query rows per tile of causal_attention: a tile's [heads, rows, keys] scores are one batched
+/// product, and the keys after its last query are never scored (the masked half, about half the
+/// FLOPs of the [T, S] form at past = 0, less ~1/(2·tiles)).
+inline constexpr Index attention_query_tile = 128;
+/// Rows per chunk of linear attention's prefix sums (as ops/detail/linear_attention.hpp).
+inline constexpr Index linear_attention_chunk = 64;
+
+// ShapeError unless q [T, H·w_q], k [S, H·w_q], v [S, H·w_v], out [T, H·w_v] fit `heads` heads
+// with S = past + T (the CPU's ops::detail::check_heads). Returns {w_q, w_v}.
+template <class Q, class K, class V, class Out>
+std::pair<Index, Index> check_heads(const char* what, Index heads, const Q& q, const K& k,
+                                    const V& v, const Out& out, Index past) {
+  const auto shape = [](const auto& m) {
+    return "[" + std::to_string(m.rows()) + ", " + std::to_string(m.cols()) + "]";
+  };
+  if (heads <= 0 || q.cols() % heads != 0 || v.cols() % heads != 0 || k.cols() != q.cols() ||
+      k.rows() != past + q.rows() || v.rows() != k.rows() || out.rows() != q.rows() ||
+      out.cols() != v.cols())
+    throw ShapeError(nlb::detail::expected_found(
+        std::string(what) + ": q, k, v, out of " + std::to_string(heads) + " heads, " +
+            std::to_string(past) + " cached",
+        "[T, H·w], [past + T, H·w], [past + T, H·w_v], [T, H·w_v]",
+        shape(q) + ", " + shape(k) + ", " + shape(v) + ", " + shape(out)));
+  return {q.cols() / heads, v.cols() / heads};
+}
+
+// Row r of the scores [heads · n, end] of one query tile (head r / n, query r % n at position
+// first + r % n), in place: softmax over the keys it sees, [0, first + r % n], and 0 for the
+// keys after it. Max-subtracted, so no exp overflows. One warp per row.
+template <class T>
+struct CausalSoftmaxRow {
+  T* scores;
+  Index cols, n, first;
+  NLB_HOST_DEVICE void operator()(Index r, RowLanes lanes) const {
+    namespace math = kernels::detail::elementwise_math;
+    T* row = scores + r * cols;
+    const Index visible = first + r % n + 1;
+    T top = row[0];
+    for (Index j = lanes.lane; j < visible; j += lanes.count)
+      top = math::max(top, row[j]);
+    top = lanes.max(top);
+    T sum = T(0);
+    for (Index j = lanes.lane; j < visible; j += lanes.count) {
+      row[j] = math::exp(row[j] - top);
+      sum += row[j];
+    }
+    const T inverse = T(1) / lanes.sum(sum);
+    for (Index j = lanes.lane; j < cols; j += lanes.count)
+      row[j] = j < visible ? row[j] * inverse : T(0);
+  }
+};
+
+// values[t, h·(w+1) + j] = v[t, h·w + j] for j < w, 1 for j = w: each head's values with a
+// column of ones, so that one product gives the numerator and (last column) the denominator.
+template <class T>
+struct ValuesWithOnes {
+  const T* v;
+  Index v_stride;
+  T* values;
+  Index values_stride;
+  int w;
+  NLB_HOST_DEVICE void operator()(Index t, Index c) const {
+    const int h = static_cast<int>(c) / (w + 1), j = static_cast<int>(c) - h * (w + 1);  // 32-bit
+    values[t * values_stride + c] = j < w ? v[t * v_stride + h * w + j] : T(1);
+  }
+};
+
+// a[r, j] = 0 for j > r % n: the strictly upper triangle of each head's [n, n] chunk scores.
+template <class T>
+struct ZeroStrictlyUpper {
+  T* a;
+  int n;
+  NLB_HOST_DEVICE void operator()(Index r, Index j) const {
+    if (j > static_cast<int>(r) % n)
+      a[r * n + j] = T(0);
+  }
+};
+
+// out[t, h·w + j] = numerators[t, h·(w+1) + j] / numerators[t, h·(w+1) + w].
+template <class T>
+struct DivideByLastColumn {
+  const T* numerators;
+  Index numerators_stride;
+  T* out;
+  Index out_stride;
+  int w;
+  NLB_HOST_DEVICE void operator()(Index t, Index c) const {
+    const int h = static_cast<int>(c) / w, j = static_cast<int>(c) - h * w;  // 32-bit
+    const T* head = numerators + t * numerators_stride + h * (w + 1);
+    out[t * out_stride + c] = head[j] / head[w];
+  }
+};
+
+}  // namespace detail
+
+/// y[t, :] = (x[t, :] − mean) / sqrt(var + eps) ⊙ gamma + beta (biased variance, PAPERS.md §A1);
+/// y may be x. x, y [T, d]; gamma, beta [1, d]. A warp per row, three passes: O(T d); no wait.
+/// ShapeError on a mismatch, ArgumentError for d = 0 or eps < 0 (as kernels::layer_norm_rows).
+template <device_operand X, device_operand_of<scalar_of<X>> Gamma,
+          device_operand_of<scalar_of<X>> Beta, device_operand_of<scalar_of<X>> Y>
+void layer_norm_rows(Context<backend::cuda>& ctx, const X& x, const Gamma& gamma, const Beta& beta,
+                     Y&& y, std::type_identity_t<scalar_of<X>> eps) {
+  const auto in = const_view_of(x);
+  const auto out = writable_view_of(y);
+  if (in.cols() < 1 || !(eps >= 0))
     throw ArgumentError(
         nlb::detail::expected_found("ops::layer_norm_rows (cuda): d and eps", "d >= 1 and eps >= 0",
-                                    std::to_string(x.cols) + " and " + std::to_string(eps)));
-  }
-  cuda::detail::for_each_index(ctx, x.rows,
-                               cuda::detail::LayerNormRow<T>{x.data, x.stride, y.data, y.stride,
-                                                             gamma.data, beta.data, x.cols, eps});
+                                    std::to_string(in.cols()) + " and " + std::to_string(eps)));
+  detail::check_same_shape("ops::layer_norm_rows (cuda): shape of y", in, out);
+  detail::for_each_row(
+      ctx, "ops::layer_norm_rows (cuda)", in.rows(),
+      detail::LayerNormRow<scalar_of<X>>{
+          in.data(), detail::vector_data("ops::layer_norm_rows (cuda): gamma", gamma, in.cols()),
+          detail::vector_data("ops::layer_norm_rows (cuda): beta", beta, in.cols()), out.data(),
+          in.outerStride(), out.outerStride(), in.cols(), eps});
 }
 
-/// In place on attention scores [T, S] of queries at positions [past, past + T): row t becomes
-/// softmax(scale · s) over its causal columns [0, past + t] and 0 beyond. O(T S), one thread
-/// per row. Throws ArgumentError when a row would see no column (S < past + 1).
-template <class T>
-void causal_softmax_rows(Context<backend::cuda>& ctx, cuda::DeviceView<T> scores, Index past,
-                         T scale) {
-  if (scores.rows == 0)
+/// GPT-NeoX's rotate_half on the first rotary_dims of every head of qk [T, 2d] = [Q K], rows at
+/// positions [past, past + T), angles as kernels::rotary_angles (double), each computed once for
+/// all heads; the scratch is unused. O(T · heads · rotary_dims); no wait. Errors as the CPU's.
+template <device_operand QK>
+void rotate_queries_keys(Context<backend::cuda>& ctx, QK&& qk, Index heads, Index rotary_dims,
+                         Index past, double base, DeviceScratch<scalar_of<QK>>&) {
+  const auto m = writable_view_of(qk);
+  const Index d = nlb::ops::detail::check_rotary(m.cols(), heads, rotary_dims);
+  detail::for_each_element(
+      ctx, "ops::rotate_queries_keys (cuda)", m.rows(), rotary_dims / 2,
+      detail::RotatePairs<scalar_of<QK>>{m.data(), m.outerStride(), d / heads, 2 * heads,
+                                         rotary_dims / 2, past, base});
+}
+
+/// x[t, :] = token[ids[t], :] (+ position[past + t, :] when `position` has rows): a gather of
+/// token rows, then the positions added (the CPU's order). token [vocab, d], position
+/// [n_positions, d] or empty; ids [T] on the host (copied on ctx's stream), already checked as on
+/// the CPU: in [0, vocab), past + T <= n_positions. x [T, d]. O(T d); no wait.
+template <device_operand Token, device_operand_of<scalar_of<Token>> Position,
+          device_operand_of<scalar_of<Token>> X>
+void embed_rows(Context<backend::cuda>& ctx, const Token& token, const Position& position,
+                std::span<const std::int32_t> ids, X&& x, Index past,
+                DeviceScratch<scalar_of<Token>>& scratch) {
+  const auto positions = const_view_of(position);
+  const auto out = writable_view_of(x);
+  gather_rows(ctx, token, detail::upload_ids(ctx, ids, scratch), out);
+  if (positions.size() > 0)
+    add(ctx, positions.middleRows(past, out.rows()), out);
+}
+
+/// out = softmax_causal(scale · q_h k_hᵀ) v_h for every head h (columns [h·w, (h+1)·w)): q
+/// [T, H·w_q] at positions [past, past + T), k [past + T, H·w_q], v [past + T, H·w_v], out
+/// [T, H·w_v] (no aliasing); query i sees keys j <= past + i. Per tile of 128 queries, all heads
+/// at once: a batched product with the keys it can see, a causal softmax (a warp per row), a
+/// batched product with the values. Cost: about 2·T·(past + T/2)·(w_q + w_v)·H flops + one exp
+/// per causal score; scratch H · min(T, 128) · (past + T); no wait. ShapeError on a mismatch.
+template <device_operand Q, device_operand_of<scalar_of<Q>> K, device_operand_of<scalar_of<Q>> V,
+          device_operand_of<scalar_of<Q>> Out, class T>
+void causal_attention(Context<backend::cuda>& ctx, const Q& q, const K& k, const V& v, Out&& out,
+                      Index heads, T scale, Index past, DeviceScratch<T>& scratch) {
+  constexpr const char* what = "ops::causal_attention (cuda)";
+  const auto qv = const_view_of(q), kv = const_view_of(k), vv = const_view_of(v);
+  const auto ov = writable_view_of(out);
+  const auto [wq, wv] = detail::check_heads(what, heads, qv, kv, vv, ov, past);
+  const Index rows = qv.rows(), tile = std::min(rows, detail::attention_query_tile);
+  if (rows == 0)
     return;
-  if (past < 0 || scores.cols < past + 1) {
-    throw ArgumentError(nlb::detail::expected_found(
-        "ops::causal_softmax_rows (cuda): score columns",
-        "at least past + 1 = " + std::to_string(past + 1), scores.cols));
+  scratch.scores.resize(heads * tile, past + rows);
+  for (Index i0 = 0; i0 < rows; i0 += tile) {
+    const Index n = std::min(tile, rows - i0), end = past + i0 + n;  // the tile sees keys [0, end)
+    const DeviceView<T> s(scratch.scores.data(), n, end, end);       // head h at s + h·n·end
+    detail::product<T>(ctx, what, qv.middleRows(i0, n).leftCols(wq), false,
+                       kv.topRows(end).leftCols(wq), true, s, scale, T(0), heads, wq, wq, n * end);
+    detail::for_each_row(ctx, what, heads * n,
+                         detail::CausalSoftmaxRow<T>{s.data(), end, n, past + i0});
+    detail::product<T>(ctx, what, s, false, vv.topRows(end).leftCols(wv), false,
+                       ov.middleRows(i0, n).leftCols(wv), T(1), T(0), heads, n * end, wv, wv);
   }
-  cuda::detail::for_each_index(
-      ctx, scores.rows,
-      cuda::detail::CausalSoftmaxRow<T>{scores.data, scores.stride, scores.cols, past, scale});
 }
 
-/// Rotary positions (GPT-NeoX's rotate_half, nlb/kernels/rotary.hpp) on the queries and keys of
-/// qkv [T, 3d] = [Q K V]: the first rotary_dims of each of `heads` heads of Q and K, rows at
-/// positions [past, past + T). O(T · heads · rotary_dims). Throws ArgumentError for an odd or
-/// too large rotary_dims, ShapeError when 3d is not qkv's width.
-template <class T>
-void rotate_queries_keys(Context<backend::cuda>& ctx, cuda::DeviceView<T> qkv, Index heads,
-                         Index rotary_dims, Index past, double base) {
-  if (qkv.cols % 3 != 0 || heads <= 0 || (qkv.cols / 3) % heads != 0)
-    throw ShapeError(nlb::detail::expected_found("ops::rotate_queries_keys (cuda): qkv width",
-                                                 "3 · d with d a multiple of the head count",
-                                                 qkv.cols));
-  const Index d = qkv.cols / 3, head_dim = d / heads;
-  if (rotary_dims < 0 || rotary_dims % 2 != 0 || rotary_dims > head_dim)
-    throw ArgumentError(nlb::detail::expected_found("ops::rotate_queries_keys (cuda): rotary dims",
-                                                    "an even number in [0, head dim]",
-                                                    rotary_dims));
-  const Index half = rotary_dims / 2;
-  if (half == 0)
+/// Causal ELU+1 linear attention of every head (PAPERS.md §B3) on features fq, fk [T, H·w_k]
+/// (φ applied) and values v [T, H·w_v]: out [T, H·w_v], row i of head h φq_i Σ_{j<=i} φk_jᵀ v_j /
+/// (φq_i Σ_{j<=i} φk_jᵀ). The chunks of ops/detail/linear_attention.hpp with [V_h | 1], so the
+/// state S_h [w_k, w_v + 1] carries the denominator in its last column: per 64 rows,
+/// A = tril(φQ_c φK_cᵀ), N_c = φQ_c S + A [V_c | 1], S += φK_cᵀ [V_c | 1] (batched over heads);
+/// then out = N[:, :w_v] / N[:, w_v]. O(T·w_k·(w_v + 64)·H); no wait. ShapeError on a mismatch.
+template <device_operand Q, device_operand_of<scalar_of<Q>> K, device_operand_of<scalar_of<Q>> V,
+          device_operand_of<scalar_of<Q>> Out, class T>
+void linear_attention(Context<backend::cuda>& ctx, const Q& fq, const K& fk, const V& v, Out&& out,
+                      Index heads, DeviceScratch<T>& scratch) {
+  constexpr const char* what = "ops::linear_attention (cuda)";
+  const auto qv = const_view_of(fq), kv = const_view_of(fk), vv = const_view_of(v);
+  const auto ov = writable_view_of(out);
+  const auto [wk, wv] = detail::check_heads(what, heads, qv, kv, vv, ov, 0);
+  const Index rows = qv.rows(), wo = wv + 1;
+  if (rows == 0)
     return;
-  cuda::detail::for_each_index(ctx, qkv.rows * heads * half,
-                               cuda::detail::RotateQueryKeyPair<T>{
-                                   qkv.data, qkv.stride, d, head_dim, heads, half, past, base});
-}
-
-/// y += a, elementwise. y, a [m, n]. O(m n).
-template <class T>
-void add(Context<backend::cuda>& ctx, cuda::DeviceView<T> y, cuda::DeviceView<const T> a) {
-  check_dim("ops::add (cuda): rows", y.rows, a.rows);
-  check_dim("ops::add (cuda): cols", y.cols, a.cols);
-  cuda::detail::for_each_index(
-      ctx, y.rows * y.cols,
-      cuda::detail::AddRows<T>{y.data, y.stride, y.cols, a.data, a.stride, nullptr, 0});
-}
-
-/// y += a + b, elementwise (a + b first, as the parallel-residual block adds). O(m n).
-template <class T>
-void add(Context<backend::cuda>& ctx, cuda::DeviceView<T> y, cuda::DeviceView<const T> a,
-         cuda::DeviceView<const T> b) {
-  check_dim("ops::add (cuda): rows", y.rows, a.rows);
-  check_dim("ops::add (cuda): cols", y.cols, a.cols);
-  check_dim("ops::add (cuda): rows", y.rows, b.rows);
-  check_dim("ops::add (cuda): cols", y.cols, b.cols);
-  cuda::detail::for_each_index(
-      ctx, y.rows * y.cols,
-      cuda::detail::AddRows<T>{y.data, y.stride, y.cols, a.data, a.stride, b.data, b.stride});
-}
-
-/// to = from (views of one shape that do not overlap). O(m n).
-template <class T>
-void copy(Context<backend::cuda>& ctx, cuda::DeviceView<const T> from, cuda::DeviceView<T> to) {
-  check_dim("ops::copy (cuda): rows", from.rows, to.rows);
-  check_dim("ops::copy (cuda): cols", from.cols, to.cols);
-  cuda::detail::for_each_index(
-      ctx, to.rows * to.cols,
-      cuda::detail::CopyRows<T>{from.data, from.stride, to.data, to.stride, to.cols});
-}
-
-/// out = (x · diag(diagonal)) · factor: column j of x scaled by diagonal[j], then by factor (a
-/// diagonal filter's query features, PAPERS.md §B2). x, out [m, n]; diagonal [1, n]. O(m n).
-template <class T>
-void scale_columns(Context<backend::cuda>& ctx, cuda::DeviceView<const T> x,
-                   cuda::DeviceView<const T> diagonal, T factor, cuda::DeviceView<T> out) {
-  check_dim("ops::scale_columns (cuda): diagonal width", x.cols, diagonal.rows * diagonal.cols);
-  check_dim("ops::scale_columns (cuda): rows of out", x.rows, out.rows);
-  check_dim("ops::scale_columns (cuda): cols of out", x.cols, out.cols);
-  cuda::detail::for_each_index(
-      ctx, x.rows * x.cols,
-      cuda::detail::ScaleColumns<T>{x.data, x.stride, diagonal.data, factor, out.data, out.stride,
-                                    out.cols});
-}
-
-/// x[t, :] = token[ids[t], :] + position[past + t, :] (position may be empty: no learned
-/// positions). ids: T token ids in device memory, already checked to lie in [0, vocab) — the
-/// device cannot report a bad id. x [T, d]. O(T d).
-template <class T>
-void embed_rows(Context<backend::cuda>& ctx, cuda::DeviceView<const T> token,
-                cuda::DeviceView<const T> position, const std::int32_t* ids, Index past,
-                cuda::DeviceView<T> x) {
-  check_dim("ops::embed_rows (cuda): token embedding width", x.cols, token.cols);
-  if (position.rows > 0) {
-    check_dim("ops::embed_rows (cuda): position embedding width", x.cols, position.cols);
-    if (past + x.rows > position.rows)
-      throw ArgumentError(nlb::detail::expected_found("ops::embed_rows (cuda): positions",
-                                                      "at most " + std::to_string(position.rows),
-                                                      past + x.rows));
+  const Index chunk = std::min(rows, detail::linear_attention_chunk);
+  scratch.values.resize(rows, heads * wo);
+  scratch.numerators.resize(rows, heads * wo);
+  scratch.state.resize(heads * wk, wo);
+  scratch.chunk.resize(heads * chunk, chunk);
+  const auto values = scratch.values.view(), numerators = scratch.numerators.view();
+  const DeviceView<T> state(scratch.state.data(), wk, wo, wo);  // head h at + h·w_k·wo
+  detail::for_each_element(ctx, what, rows, heads * wo,
+                           detail::ValuesWithOnes<T>{vv.data(), vv.outerStride(), values.data(),
+                                                     values.outerStride(), static_cast<int>(wv)});
+  for (Index c0 = 0; c0 < rows; c0 += chunk) {
+    const Index n = std::min(chunk, rows - c0);
+    const bool first = c0 == 0;  // the state is still zero: no product with it
+    const auto q_c = qv.middleRows(c0, n).leftCols(wk), k_c = kv.middleRows(c0, n).leftCols(wk);
+    const DeviceView<const T> v_c = values.middleRows(c0, n).leftCols(wo);
+    const auto n_c = numerators.middleRows(c0, n).leftCols(wo);
+    const DeviceView<T> a(scratch.chunk.data(), n, n, n);  // head h at + h·n·n
+    detail::product<T>(ctx, what, q_c, false, k_c, true, a, T(1), T(0), heads, wk, wk, n * n);
+    detail::for_each_element(ctx, what, heads * n, n,
+                             detail::ZeroStrictlyUpper<T>{a.data(), static_cast<int>(n)});
+    if (!first)
+      detail::product<T>(ctx, what, q_c, false, state, false, n_c, T(1), T(0), heads, wk, wk * wo,
+                         wo);
+    detail::product<T>(ctx, what, a, false, v_c, false, n_c, T(1), first ? T(0) : T(1), heads,
+                       n * n, wo, wo);
+    detail::product<T>(ctx, what, k_c, true, v_c, false, state, T(1), first ? T(0) : T(1), heads,
+                       wk, wo, wk * wo);
   }
-  cuda::detail::for_each_index(
-      ctx, x.rows * x.cols,
-      cuda::detail::EmbedRows<T>{token.data, token.stride,
-                                 position.rows > 0 ? position.data : nullptr, position.stride, ids,
-                                 past, x.data, x.stride, x.cols});
+  detail::for_each_element(
+      ctx, what, rows, heads * wv,
+      detail::DivideByLastColumn<T>{numerators.data(), numerators.outerStride(), ov.data(),
+                                    ov.outerStride(), static_cast<int>(wv)});
 }
 
-/// Next-token losses of one window on the device: loss[t] = log Σ_j exp(logits[t, j]) −
-/// logits[t, ids[t + 1]] for t < T − 1, in double (nlb::next_token_losses on the host). logits
-/// [T, vocab], `ids` [T] and `loss` [T − 1] in device memory; ids must be in [0, vocab) (the
-/// model checked them). O(T · vocab), one thread per row.
-template <class T>
-void next_token_losses(Context<backend::cuda>& ctx, cuda::DeviceView<const T> logits,
-                       const std::int32_t* ids, double* loss) {
-  if (logits.rows < 2)
+/// Appends the T − 1 next-token losses logsumexp(logits[t, :]) − logits[t, ids[t + 1]], computed
+/// in double on the device (a warp per row) and read back. logits [T, vocab]; ids [T] on the host,
+/// in [0, vocab). O(T · vocab); one wait (none for T < 2). ShapeError when T is not ids' size,
+/// ArgumentError for an empty vocabulary.
+template <device_operand Logits>
+void next_token_losses(Context<backend::cuda>& ctx, const Logits& logits,
+                       std::span<const std::int32_t> ids, std::vector<double>& losses,
+                       DeviceScratch<scalar_of<Logits>>& scratch) {
+  constexpr const char* what = "ops::next_token_losses (cuda)";
+  const auto in = const_view_of(logits);
+  check_dim("ops::next_token_losses (cuda): logits rows (tokens)", static_cast<Index>(ids.size()),
+            in.rows());
+  if (ids.size() < 2)
     return;
-  if (logits.cols < 1)
-    throw ArgumentError(
-        "ops::next_token_losses (cuda): expected a vocabulary of at least one "
-        "entry, found 0 columns");
-  cuda::detail::for_each_index(
-      ctx, logits.rows - 1,
-      cuda::detail::NextTokenLossRow<T>{logits.data, logits.stride, logits.cols, ids, loss});
+  if (in.cols() < 1)
+    throw ArgumentError(nlb::detail::expected_found(what, "a vocabulary of at least 1", 0));
+  const Index n = in.rows() - 1;
+  scratch.losses.resize(1, n);
+  detail::for_each_row(ctx, what, n,
+                       detail::NextTokenLoss<scalar_of<Logits>>{
+                           in.data(), detail::upload_ids(ctx, ids, scratch).data(),
+                           scratch.losses.data(), in.outerStride(), in.cols()});
+  const RowMatrix<double> host = download(ctx, scratch.losses);  // the one wait
+  losses.insert(losses.end(), host.data(), host.data() + n);
 }
 
+/// A host copy of a device matrix or view, after the work queued before it: one wait. O(m n).
+template <device_operand M>
+RowMatrix<scalar_of<M>> to_host(Context<backend::cuda>& ctx, const M& m) {
+  return download(ctx, m);
+}
+
+}  // namespace nlb::cuda
+
+namespace nlb::ops {
+using cuda::causal_attention, cuda::embed_rows, cuda::layer_norm_rows, cuda::linear_attention,
+    cuda::next_token_losses, cuda::rotate_queries_keys, cuda::to_host;
 }  // namespace nlb::ops

@@ -1,6 +1,7 @@
 // The hyperplane gate of PAPERS.md §A3: d + 1 parameters that send a token to the MLP's linear
 // surrogate iff x·w' + b' > threshold, trained by L2 logistic regression on z-scored inputs.
-// Math, solver and calibration: docs/hyperplane_gate.md.
+// Math, solver and calibration: docs/hyperplane_gate.md. Scoring and routing are written once for
+// every backend (DESIGN.md §4); fitting and calibration run on the host, in double.
 #pragma once
 
 #include <Eigen/Core>
@@ -13,10 +14,18 @@
 #include <vector>
 
 #include "nlb/core.hpp"
+#include "nlb/core/context.hpp"
+#include "nlb/core/host_device.hpp"
+#include "nlb/core/storage.hpp"
+#include "nlb/mlp/detail/fitted_storage.hpp"
 #include "nlb/mlp/detail/gate_calibration.hpp"
 #include "nlb/mlp/detail/gate_newton.hpp"
 #include "nlb/mlp/gate_labels.hpp"
 #include "nlb/mlp/row_parts.hpp"
+#include "nlb/ops/elementwise.hpp"
+#include "nlb/ops/gemm.hpp"
+#include "nlb/ops/rows.hpp"
+#include "nlb/ops/scratch.hpp"
 
 namespace nlb {
 
@@ -36,6 +45,21 @@ struct GateFitReport {
       training_accuracy;  ///< share of training rows whose (unfolded) score sign matches the label
 };
 
+namespace mlp::detail {
+/// x + shift elementwise, as a host/device functor (nlb/kernels/elementwise.hpp's form): the
+/// gate's folded bias added to its scores by ops::transform on any backend, the same one
+/// rounding per value as `scores.array() += shift`.
+template <class T>
+struct AddConstant {
+  T shift;
+  NLB_EXEC_CHECK_DISABLE
+  template <class V>
+  NLB_HOST_DEVICE V operator()(V x) const {
+    return x + V(shift);
+  }
+};
+}  // namespace mlp::detail
+
 /// A linear gate over token activations (PAPERS.md §A3). After fitting, the z-score is folded into
 /// the weights (w' = w ⊘ σ, b' = b − w'·μ), so a score costs one length-d dot product per token:
 /// `score(x) = x·w' + b'`, and the token takes the linear path iff score(x) > threshold (default 0,
@@ -43,24 +67,35 @@ struct GateFitReport {
 /// tests. Bigger gates did no better in the paper (§A3), so this is the one the library offers.
 ///
 /// T: scalar of activations and of the folded parameters (float, double). D: width, compile-time
-/// or Dynamic. Backend: a host backend tag (scores are one Eigen GEMV, so there is no SIMD-specific
-/// kernel). Fitting always runs in double.
+/// or Dynamic. Backend: any; scoring and routing are written once for every backend (one
+/// ops::gemm, one ops::transform, one ops::partition_rows), the folded weight kept in T in the
+/// backend's memory (mlp/detail/fitted_storage.hpp), the folded bias and the threshold on the
+/// host. Fitting, calibration and the host conveniences run on host backends, in double; a
+/// device gate is a copy of a fitted host gate (to_backend).
 template <class T, int D = Dynamic, class Backend = backend::cpu>
 class HyperplaneGate {
   static_assert(std::is_floating_point_v<T>, "HyperplaneGate<T, ...>: T must be float or double");
-  static_assert(backend::is_host<Backend>,
-                "HyperplaneGate: a host component: Backend must be backend::scalar or "
-                "backend::simd<Arch> (backend::cuda runs its own components)");
+  using Storage = storage_traits<Backend, T>;
 
  public:
   using Scalar = T;
   using backend_type = Backend;
   static constexpr int size = D;
+  // Width-Dynamic views: the width is checked in score() (see Mlp).
+  using ConstView = typename Storage::const_view;
+  using View = typename Storage::view;
+  /// The folded weight w' [d, 1]: ColVector<T, D> on the host.
+  using Weight = mlp::detail::fitted_matrix<Backend, T, D, 1>;
+  /// A list of row indices in the backend's memory (route()'s output).
+  using IndexVector = typename Storage::index_vector;
+  template <class B>
+  using on_backend = HyperplaneGate<T, D, B>;
 
   /// An unfitted gate: zero weight and bias (every score 0, so nothing exceeds threshold 0).
   /// features() is D for a fixed width, 0 for Dynamic.
   HyperplaneGate()
-      : folded_weight_(ColVector<T, D>::Zero(D == Dynamic ? 0 : D)),
+      : folded_weight_(mlp::detail::to_fitted<Weight, Backend>(
+            ColVector<T, D>(ColVector<T, D>::Zero(D == Dynamic ? 0 : D)))),
         weight_(ColVector<double, D>::Zero(D == Dynamic ? 0 : D)),
         mean_(ColVector<double, D>::Zero(D == Dynamic ? 0 : D)),
         scale_(ColVector<double, D>::Ones(D == Dynamic ? 0 : D)) {}
@@ -69,18 +104,34 @@ class HyperplaneGate {
   /// The unfolded view is then w = folded_weight, b = folded_bias, μ = 0, σ = 1.
   /// Throws NumericError for a non-finite weight or bias, ArgumentError for a NaN threshold.
   HyperplaneGate(ColVector<T, D> folded_weight, T folded_bias, T threshold = 0)
-      : folded_weight_(std::move(folded_weight)), folded_bias_(folded_bias) {
-    check_finite("HyperplaneGate folded weight", folded_weight_);
+      : folded_bias_(folded_bias) {
+    check_finite("HyperplaneGate folded weight", folded_weight);
     if (!std::isfinite(static_cast<double>(folded_bias_))) {
       throw NumericError(
           detail::expected_found("HyperplaneGate folded bias", "a finite value", folded_bias_));
     }
     set_threshold(threshold);
-    weight_ = folded_weight_.template cast<double>();
+    weight_ = folded_weight.template cast<double>();
     bias_ = static_cast<double>(folded_bias_);
-    mean_ = ColVector<double, D>::Zero(folded_weight_.size());
-    scale_ = ColVector<double, D>::Ones(folded_weight_.size());
+    mean_ = ColVector<double, D>::Zero(folded_weight.size());
+    scale_ = ColVector<double, D>::Ones(folded_weight.size());
+    folded_weight_ = mlp::detail::to_fitted<Weight, Backend>(std::move(folded_weight));
   }
+
+  /// The same gate on another (host) backend: the folded weight copied into this backend's
+  /// memory (uploaded once for backend::cuda); bias, threshold and the unfolded parameters kept.
+  /// O(d).
+  template <class From>
+  requires(!std::is_same_v<From, Backend> &&
+           backend::is_host<From>) explicit HyperplaneGate(const HyperplaneGate<T, D, From>& from)
+      : folded_weight_(mlp::detail::to_fitted<Weight, Backend>(from.folded_weight())),
+        folded_bias_(from.folded_bias()),
+        threshold_(from.threshold()),
+        weight_(from.unfolded_weight()),
+        bias_(from.unfolded_bias()),
+        mean_(from.feature_mean()),
+        scale_(from.feature_scale()),
+        constant_features_(from.constant_features()) {}
 
   /// Fits the gate to activations X [N, d] and labels [N] (1 = "linear OK", the positive class;
   /// 0 = needs the MLP), PAPERS.md §A3:
@@ -104,7 +155,8 @@ class HyperplaneGate {
   /// with the same gate; it equals the one-part fit up to the order of those sums. Every part calls
   /// it together; the errors about rows and classes count all parts' rows.
   GateFitReport fit(const Eigen::Ref<const Activations<T>>& X, std::span<const std::uint8_t> labels,
-                    const GateFitOptions& options = {}, const RowParts& parts = {}) {
+                    const GateFitOptions& options = {},
+                    const RowParts& parts = {}) requires backend::is_host<Backend> {
     check_options(options);
     double rows = static_cast<double>(X.rows());
     parts.add_up(std::span(&rows, 1));
@@ -138,26 +190,49 @@ class HyperplaneGate {
                          solution.training_accuracy};
   }
 
-  /// scores[i] = X[i]·w' + b' for X [N, d] into scores [N]. Throws ShapeError if X has other
-  /// than features() columns or scores other than N rows. NaN rows give NaN scores, which never
-  /// exceed a threshold (so route() keeps them on the MLP path). O(N d).
-  void score(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<ColVector<T>> scores) const {
+  /// scores[i] = X[i]·w' + b' for X [N, d] into scores [N, 1] (a column of the backend's
+  /// memory; on the host also a ColVector), the product's scratch in `scratch`. Throws
+  /// ShapeError if X has other than features() columns or scores other than [N, 1]. NaN rows
+  /// give NaN scores, which never exceed a threshold (so route() keeps them on the MLP path).
+  /// Cost: 2·N·d FLOPs (one matrix-vector product) and one pass over the scores.
+  void score(Context<Backend>& ctx, const ConstView& X, View scores,
+             ops::Scratch<Backend, T>& scratch) const {
     check_dim("HyperplaneGate::score activation columns", features(), X.cols());
     check_dim("HyperplaneGate::score output rows", X.rows(), scores.rows());
-    scores.noalias() = X * folded_weight_;
-    scores.array() += folded_bias_;
+    check_dim("HyperplaneGate::score output columns", 1, scores.cols());
+    if (X.rows() == 0)
+      return;
+    ops::gemm(ctx, X, folded_weight_, scores, scratch);  // [N, 1]
+    // The bias after the product, as its own rounding (not folded into an accumulating GEMM):
+    // the scores, and so the routing, are the same bits on every GEMM provider.
+    ops::transform(ctx, scores, mlp::detail::AddConstant<T>{folded_bias_});
   }
 
-  /// Scores of X [N, d] as a new vector [N]. O(N d).
-  ColVector<T> score(const Eigen::Ref<const Activations<T>>& X) const {
+  /// Routes X [N, d]: writes its scores to `scores` [N, 1] (as score()) and the row indices
+  /// 0 … N−1 to `rows` (resized to N): first the rows with score > threshold() (the linear
+  /// path), then the others, each group ascending. Returns how many took the linear path.
+  /// Throws ShapeError as score(). Cost: score() + O(N) (on a device: one partition, and the
+  /// count read back).
+  Index route(Context<Backend>& ctx, const ConstView& X, View scores, IndexVector& rows,
+              ops::Scratch<Backend, T>& scratch) const {
+    score(ctx, X, scores, scratch);
+    return ops::partition_rows(ctx, scores, rows, threshold_);
+  }
+
+  /// Scores of X [N, d] as a new vector [N] (host backends; score() with a context of one
+  /// thread and a temporary scratch). O(N d).
+  ColVector<T> score(const ConstView& X) const requires backend::is_host<Backend> {
+    check_dim("HyperplaneGate::score activation columns", features(), X.cols());
     ColVector<T> scores(X.rows());
-    score(X, scores);
+    Context<Backend> ctx;
+    ops::Scratch<Backend, T> scratch;
+    score(ctx, X, scores, scratch);
     return scores;
   }
 
   /// The unfolded reference score ((x − μ) ⊘ σ)·w + b per row of X [N, d], in double, for tests of
-  /// the folding. Throws ShapeError on a column mismatch. O(N d).
-  ColVector<double> score_unfolded(const Eigen::Ref<const Activations<T>>& X) const {
+  /// the folding (host backends). Throws ShapeError on a column mismatch. O(N d).
+  ColVector<double> score_unfolded(const ConstView& X) const requires backend::is_host<Backend> {
     check_dim("HyperplaneGate::score_unfolded activation columns", features(), X.cols());
     ColVector<double> scores(X.rows());
     for (Index i = 0; i < X.rows(); ++i) {
@@ -170,9 +245,10 @@ class HyperplaneGate {
     return scores;
   }
 
-  /// linear[i] = 1 iff score(X[i]) > threshold(), for X [N, d]; `linear` is resized to N.
-  /// Throws ShapeError on a column mismatch. O(N d).
-  void route(const Eigen::Ref<const Activations<T>>& X, std::vector<std::uint8_t>& linear) const {
+  /// Per-row labels of X [N, d] (host backends): linear[i] = 1 iff score(X[i]) > threshold();
+  /// `linear` is resized to N. Throws ShapeError on a column mismatch. O(N d).
+  void route(const ConstView& X,
+             std::vector<std::uint8_t>& linear) const requires backend::is_host<Backend> {
     const ColVector<T> scores = score(X);
     linear.resize(static_cast<std::size_t>(X.rows()));
     for (Index i = 0; i < X.rows(); ++i) {
@@ -190,7 +266,8 @@ class HyperplaneGate {
   /// the maximum score, a count of N the largest T below the minimum score.
   /// Throws ArgumentError (fraction NaN or outside [0, 1]), ShapeError (no rows, column
   /// mismatch), NumericError (a NaN score). O(N d + N log N).
-  T calibrate_linear_fraction(const Eigen::Ref<const Activations<T>>& X, double fraction) {
+  T calibrate_linear_fraction(const ConstView& X,
+                              double fraction) requires backend::is_host<Backend> {
     check_fraction(fraction);
     if (X.rows() == 0) {
       throw ShapeError(detail::expected_found(
@@ -204,7 +281,8 @@ class HyperplaneGate {
   /// calibrate_linear_fraction over scores already computed with this gate (score()): the rows
   /// of several processes gathered, for one threshold over all of them (docs/scaling.md). Same
   /// rule, same errors (ShapeError: no scores). O(N log N).
-  T calibrate_linear_fraction_of_scores(std::vector<T> scores, double fraction) {
+  T calibrate_linear_fraction_of_scores(std::vector<T> scores,
+                                        double fraction) requires backend::is_host<Backend> {
     check_fraction(fraction);
     if (scores.empty()) {
       throw ShapeError(detail::expected_found(
@@ -235,21 +313,27 @@ class HyperplaneGate {
     threshold_ = threshold;
   }
 
-  /// Folded weight w' = w ⊘ σ [d].
-  const ColVector<T, D>& folded_weight() const { return folded_weight_; }
+  /// Folded weight w' = w ⊘ σ [d, 1] in this backend's memory (a ColVector<T, D> on the host).
+  const Weight& folded_weight() const { return folded_weight_; }
   /// Folded bias b' = b − w'·μ.
   T folded_bias() const { return folded_bias_; }
   /// Width d the gate scores.
-  Index features() const { return folded_weight_.size(); }
+  Index features() const { return folded_weight_.rows(); }
 
   /// Unfolded weight w [d] of the z-scored features (double).
-  const ColVector<double, D>& unfolded_weight() const { return weight_; }
+  const ColVector<double, D>& unfolded_weight() const requires backend::is_host<Backend> {
+    return weight_;
+  }
   /// Unfolded intercept b (double).
   double unfolded_bias() const { return bias_; }
   /// Per-feature mean μ [d] of the training rows.
-  const ColVector<double, D>& feature_mean() const { return mean_; }
+  const ColVector<double, D>& feature_mean() const requires backend::is_host<Backend> {
+    return mean_;
+  }
   /// Per-feature scale σ [d] of the training rows (population std; 1 for constant features).
-  const ColVector<double, D>& feature_scale() const { return scale_; }
+  const ColVector<double, D>& feature_scale() const requires backend::is_host<Backend> {
+    return scale_;
+  }
   /// Indices of features that were constant in the last fit (their scale was taken as 1).
   const std::vector<Index>& constant_features() const { return constant_features_; }
 
@@ -297,7 +381,7 @@ class HyperplaneGate {
 
   // w' = w ⊘ σ rounded to T; b' = b − ŵ'·μ with the rounded ŵ', so that at x = μ the folded score
   // is b up to the rounding of b' and of the dot product, whatever the rounding of w' was.
-  void fold() {
+  void fold() requires backend::is_host<Backend> {
     const Index d = weight_.size();
     folded_weight_.resize(d);
     double shifted = bias_;
@@ -308,7 +392,7 @@ class HyperplaneGate {
     folded_bias_ = static_cast<T>(shifted);
   }
 
-  ColVector<T, D> folded_weight_;  // [d]
+  Weight folded_weight_;  // [d, 1]
   T folded_bias_ = T(0);
   T threshold_ = T(0);
   ColVector<double, D> weight_;  // [d] unfolded w

@@ -1,15 +1,19 @@
-// The transformer MLP, Y = Act(X W_fc + b_fc) W_proj + b_proj (PAPERS.md §A1).
+// The transformer MLP, Y = Act(X W_fc + b_fc) W_proj + b_proj (PAPERS.md §A1). Written once for
+// every backend: its work is two ops::gemm_bias and one ops::transform (DESIGN.md §4).
 #pragma once
 
+#include <type_traits>
 #include <utility>
 
 #include "nlb/core.hpp"
-#include "nlb/core/gemm_scratch.hpp"
+#include "nlb/core/context.hpp"
+#include "nlb/core/storage.hpp"
 #include "nlb/mlp/activation.hpp"
 #include "nlb/mlp/route_counts.hpp"
 #include "nlb/ops/elementwise.hpp"
 #include "nlb/ops/gemm.hpp"
 #include "nlb/ops/half_gemm.hpp"
+#include "nlb/ops/scratch.hpp"
 
 namespace nlb {
 
@@ -18,15 +22,14 @@ namespace nlb {
 /// Shapes: X, Y [T, d]; W_fc [d, h]; b_fc [h]; W_proj [h, d]; b_proj [d]. D and H are
 /// compile-time sizes or Dynamic; fixed sizes are checked against the weights at
 /// construction. Cost: 4·T·d·h FLOPs (16·T·d² for h = 4d, PAPERS.md §A5), two GEMMs
-/// through `Backend`'s provider plus its activation kernel on the [T, h] hidden block.
-/// W_fc and W_proj are kept in `Backend::weights` storage (float matrices by default; 16-bit
-/// with backend::with_weights, rounded once at construction); biases stay in T.
+/// through the backend's ops plus the activation on the [T, h] hidden block.
+/// W_fc and W_proj are kept in the backend's weight storage (storage_traits<Backend, T>::weights:
+/// float matrices by default; 16-bit or mapped with backend::with_weights, rounded once at
+/// construction; device memory on backend::cuda); the biases in T.
 template <class T, int D = Dynamic, int H = Dynamic, class Act = GeluTanh,
           class Backend = backend::cpu>
 class Mlp {
-  static_assert(backend::is_host<Backend>,
-                "Mlp: a host component: Backend must be backend::scalar or "
-                "backend::simd<Arch> (backend::cuda runs its own components)");
+  using Storage = storage_traits<Backend, T>;
 
  public:
   using Scalar = T;
@@ -35,44 +38,41 @@ class Mlp {
   static constexpr int in_size = D;
   static constexpr int hidden_size = H;
   static constexpr int out_size = D;
-  using Input = Activations<T, D>;
-  using Output = Activations<T, D>;
-  using Hidden = Activations<T, H>;
-  using Weights = typename Backend::weights;  // storage of W_fc and W_proj
-  using FcMatrix = weight_matrix<Weights, T, D, H>;
-  using ProjMatrix = weight_matrix<Weights, T, H, D>;
-  // Arguments bind as width-Dynamic references, never as fixed-width ones: a fixed-width
-  // Eigen::Ref bound to data of another width is undefined behaviour in release builds (Eigen
-  // only asserts), so the width could not be checked. With these the check below is real.
-  using AnyInput = Activations<T>;
-  using AnyOutput = Activations<T>;
+  using Input = typename Storage::template activations<D>;
+  using Output = typename Storage::template activations<D>;
+  using Hidden = typename Storage::template activations<H>;
+  // Arguments bind as width-Dynamic views, never as fixed-width ones: a fixed-width Eigen::Ref
+  // bound to data of another width is undefined behaviour in release builds (Eigen only
+  // asserts), so the width could not be checked. With these the check in forward() is real.
+  using ConstView = typename Storage::const_view;
+  using View = typename Storage::view;
+  using Weights = typename Backend::weights;  // storage policy of W_fc and W_proj
+  using FcMatrix = typename Storage::template weights<D, H>;
+  using ProjMatrix = typename Storage::template weights<H, D>;
+  using FcBias = typename Storage::template vector<H>;
+  using ProjBias = typename Storage::template vector<D>;
+  template <class B>
+  using on_backend = Mlp<T, D, H, Act, B>;
 
-  /// Scratch memory for forward(); reuse one across calls to avoid an allocation per call.
+  /// Scratch memory for forward(); reuse one across calls: a batch no larger than an earlier
+  /// one allocates nothing.
   struct Workspace {
-    Hidden hidden;        // [≥ T, h]: grows to the largest batch seen, never shrinks
-    GemmScratch<T> gemm;  // packing buffers of both products
+    Hidden hidden;                     // [≥ T, h]: grows to the largest batch seen, never shrinks
+    ops::Scratch<Backend, T> scratch;  // the ops' scratch (both products' packing buffers)
   };
 
   /// An MLP with zero weights of width d and hidden width h (the compile-time sizes by default).
   explicit Mlp(Index d = size_or<D>(0), Index h = size_or<H>(0))
-      : Mlp(RowMatrix<T, D, H>::Zero(d, h), RowVector<T, H>::Zero(h),
-            RowMatrix<T, H, D>::Zero(h, d), RowVector<T, D>::Zero(d)) {}
+      : Mlp(RowMatrix<T, D, H>(RowMatrix<T, D, H>::Zero(d, h)),
+            RowVector<T, H>(RowVector<T, H>::Zero(h)),
+            RowMatrix<T, H, D>(RowMatrix<T, H, D>::Zero(h, d)),
+            RowVector<T, D>(RowVector<T, D>::Zero(d))) {}
 
-  /// An MLP with the given weights; throws ShapeError if they do not fit together or do
-  /// not match the compile-time sizes.
-  Mlp(RowMatrix<T, D, H> w_fc, RowVector<T, H> b_fc, RowMatrix<T, H, D> w_proj,
-      RowVector<T, D> b_proj)
-      : w_fc_(to_weight_storage<Weights>(std::move(w_fc))),
-        b_fc_(std::move(b_fc)),
-        w_proj_(to_weight_storage<Weights>(std::move(w_proj))),
-        b_proj_(std::move(b_proj)) {
-    check_weights();
-  }
-
-  /// The same with W_fc and W_proj already in `Weights` storage (a loader's MappedMatrix views
-  /// of a checkpoint, storage::mapped): kept as they are, nothing copied.
-  Mlp(FcMatrix w_fc, RowVector<T, H> b_fc, ProjMatrix w_proj,
-      RowVector<T, D> b_proj) requires(!std::is_same_v<Weights, storage::f32>)
+  /// An MLP with the given weights already in this backend's storage (float host matrices by
+  /// default; a loader's 16-bit matrices or MappedMatrix views of a checkpoint; device matrices):
+  /// moved in, nothing copied. Throws ShapeError if they do not fit together or do not match
+  /// the compile-time sizes.
+  Mlp(FcMatrix w_fc, FcBias b_fc, ProjMatrix w_proj, ProjBias b_proj)
       : w_fc_(std::move(w_fc)),
         b_fc_(std::move(b_fc)),
         w_proj_(std::move(w_proj)),
@@ -80,46 +80,57 @@ class Mlp {
     check_weights();
   }
 
-  /// Y = MLP(X) using `ws` for the hidden block and the products' packing buffers. X [T, d],
-  /// Y [T, d]; Y must not alias X. With a reused `ws` a batch no larger than an earlier one
-  /// allocates nothing. Returns the rows that took the full path (all of them).
-  RouteCounts forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y,
-                      Workspace& ws) const {
+  /// The same from float host matrices when this backend stores them otherwise: converted once
+  /// (rounded to 16 bits, wrapped in a MappedMatrix that owns them, uploaded to a device).
+  Mlp(RowMatrix<T, D, H> w_fc, RowVector<T, H> b_fc, RowMatrix<T, H, D> w_proj,
+      RowVector<T, D> b_proj) requires(!std::is_same_v<FcMatrix, RowMatrix<T, D, H>> ||
+                                       !std::is_same_v<FcBias, RowVector<T, H>>)
+      : w_fc_(Storage::template from_host<D, H>(w_fc)),
+        b_fc_(Storage::template vector_from_host<H>(b_fc)),
+        w_proj_(Storage::template from_host<H, D>(w_proj)),
+        b_proj_(Storage::template vector_from_host<D>(b_proj)) {
+    check_weights();
+  }
+
+  /// The same MLP on another (host) backend, its weights copied into this backend's storage
+  /// (uploaded once for backend::cuda, rounded for 16-bit storage). O(d·h).
+  template <class From>
+  requires(!std::is_same_v<From, Backend> &&
+           backend::is_host<From>) explicit Mlp(const Mlp<T, D, H, Act, From>& from)
+      : w_fc_(Storage::template from_host<D, H>(from.w_fc())),
+        b_fc_(Storage::template vector_from_host<H>(from.b_fc())),
+        w_proj_(Storage::template from_host<H, D>(from.w_proj())),
+        b_proj_(Storage::template vector_from_host<D>(from.b_proj())) {
+    check_weights();
+  }
+
+  /// Y = MLP(X), X [T, d], Y [T, d] (Y must not alias X), with `ws` for the hidden block and
+  /// the ops' scratch. Returns the rows that took the full path (all of them). ShapeError on a
+  /// width or row mismatch. With a reused `ws` a batch no larger than an earlier one allocates
+  /// nothing. Cost: 4·T·d·h FLOPs.
+  RouteCounts forward(Context<Backend>& ctx, const ConstView& X, View Y, Workspace& ws) const {
     check_dim("Mlp::forward: input width (d)", features(), X.cols());
     check_dim("Mlp::forward: output rows (T)", X.rows(), Y.rows());
     check_dim("Mlp::forward: output width (d)", features(), Y.cols());
+    if (X.rows() == 0)
+      return {0, 0};
     // The buffer only grows: batches of varying size (a GatedMLP's groups) must not free and
     // reallocate megabytes per call, which costs page faults on every first touch.
-    if (ws.hidden.rows() < X.rows() || ws.hidden.cols() != hidden_features()) {
+    if (ws.hidden.rows() < X.rows() || ws.hidden.cols() != hidden_features())
       ws.hidden.resize(X.rows(), hidden_features());
-    }
-    auto hidden = ws.hidden.topRows(X.rows());  // [T, h]
-    ops::gemm_bias(Backend{}, hidden, X, w_fc_, b_fc_, ws.gemm);
-    // The top rows of a row-major matrix are contiguous: one kernel call over [T, h].
-    ops::transform(Backend{}, hidden.data(), hidden.size(), typename Act::template op<>{});
-    ops::gemm_bias(Backend{}, Y, hidden, w_proj_, b_proj_, ws.gemm);  // [T, d]
+    auto hidden = ws.hidden.topRows(X.rows());  // [T, h], contiguous
+    ops::gemm_bias(ctx, X, w_fc_, b_fc_, hidden, ws.scratch);
+    ops::transform(ctx, hidden, typename Act::template op<>{});
+    ops::gemm_bias(ctx, hidden, w_proj_, b_proj_, Y, ws.scratch);  // [T, d]
     return {0, X.rows()};
-  }
-
-  /// Y = MLP(X) with a temporary workspace.
-  RouteCounts forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y) const {
-    Workspace ws;
-    return forward(X, Y, ws);
-  }
-
-  /// Returns MLP(X) as a new [T, d] matrix.
-  Output forward(const Eigen::Ref<const AnyInput>& X) const {
-    Output Y(X.rows(), features());
-    forward(X, Y);
-    return Y;
   }
 
   Index features() const { return w_fc_.rows(); }
   Index hidden_features() const { return w_fc_.cols(); }
-  const FcMatrix& w_fc() const { return w_fc_; }             // [d, h]
-  const RowVector<T, H>& b_fc() const { return b_fc_; }      // [h]
-  const ProjMatrix& w_proj() const { return w_proj_; }       // [h, d]
-  const RowVector<T, D>& b_proj() const { return b_proj_; }  // [d]
+  const FcMatrix& w_fc() const { return w_fc_; }        // [d, h]
+  const FcBias& b_fc() const { return b_fc_; }          // [h]
+  const ProjMatrix& w_proj() const { return w_proj_; }  // [h, d]
+  const ProjBias& b_proj() const { return b_proj_; }    // [d]
 
  private:
   // ShapeError unless the weights fit together and the compile-time sizes.
@@ -137,9 +148,9 @@ class Mlp {
   }
 
   FcMatrix w_fc_;
-  RowVector<T, H> b_fc_;
+  FcBias b_fc_;
   ProjMatrix w_proj_;
-  RowVector<T, D> b_proj_;
+  ProjBias b_proj_;
 };
 
 }  // namespace nlb

@@ -1,5 +1,6 @@
 // The ridge surrogate of one MLP, Y ≈ X W + b (PAPERS.md §A1), its fit from streamed
-// statistics, and the paper's SVD closed form as a reference.
+// statistics, and the paper's SVD closed form as a reference. The surrogate is written once for
+// every backend (DESIGN.md §4); fitting runs on the host, in double.
 #pragma once
 
 #include <Eigen/Dense>
@@ -10,10 +11,14 @@
 #include <utility>
 
 #include "nlb/core.hpp"
+#include "nlb/core/context.hpp"
+#include "nlb/core/storage.hpp"
+#include "nlb/mlp/detail/fitted_storage.hpp"
 #include "nlb/mlp/detail/ridge_linalg.hpp"
 #include "nlb/mlp/ridge_stats.hpp"
 #include "nlb/mlp/route_counts.hpp"
 #include "nlb/ops/gemm.hpp"
+#include "nlb/ops/scratch.hpp"
 
 namespace nlb {
 
@@ -130,17 +135,17 @@ std::pair<RidgeSolution, RidgeFitReport> solve(const RidgeStats<DIn, DOut>& stat
 }  // namespace ridge::detail
 
 /// The linear surrogate of one MLP: Y = X W + b with W [d_in, d_out], b [d_out]
-/// (PAPERS.md §A1), stored in T and fitted in double by ridge regression.
+/// (PAPERS.md §A1), fitted in double by ridge regression on the host and stored in T on every
+/// backend (mlp/detail/fitted_storage.hpp: not in a backend's 16-bit weight storage). Written
+/// once for every backend: forward() is one ops::gemm_bias.
 ///
 /// T: float or double. DIn, DOut: compile-time sizes or Dynamic; fixed sizes are checked
-/// against run-time data. Backend: a CPU backend tag; forward() is one Eigen GEMM, O(T d_in d_out).
+/// against run-time data. Cost of forward(): 2·T·d_in·d_out FLOPs.
 template <class T, int DIn = Dynamic, int DOut = Dynamic, class Backend = backend::cpu>
 class RidgeSurrogate {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "RidgeSurrogate: T must be float or double");
-  static_assert(backend::is_host<Backend>,
-                "RidgeSurrogate: a host component: Backend must be backend::scalar or "
-                "backend::simd<Arch> (backend::cuda runs its own components)");
+  using Storage = storage_traits<Backend, T>;
 
  public:
   using Scalar = T;
@@ -148,32 +153,48 @@ class RidgeSurrogate {
   using BackendType = Backend;
   static constexpr int in_size = DIn;
   static constexpr int out_size = DOut;
-  using Input = Activations<T, DIn>;    // [T, d_in]
-  using Output = Activations<T, DOut>;  // [T, d_out]
-  /// Scratch for forward(): the product's packing buffers (core/gemm_scratch.hpp).
-  using Workspace = GemmScratch<T>;
-  using Weight = RowMatrix<T, DIn, DOut>;
-  using Bias = RowVector<T, DOut>;
+  using Input = typename Storage::template activations<DIn>;    // [T, d_in]
+  using Output = typename Storage::template activations<DOut>;  // [T, d_out]
+  // Width-Dynamic views: the widths are checked in forward() (see Mlp).
+  using ConstView = typename Storage::const_view;
+  using View = typename Storage::view;
+  /// Scratch for forward(): the ops' scratch (the product's packing buffers).
+  using Workspace = ops::Scratch<Backend, T>;
+  using Weight = mlp::detail::fitted_matrix<Backend, T, DIn, DOut>;  // [d_in, d_out]
+  using Bias = typename Storage::template vector<DOut>;              // [1, d_out]
+  template <class B>
+  using on_backend = RidgeSurrogate<T, DIn, DOut, B>;
 
   /// Zero weights of the compile-time sizes (0 x 0 for Dynamic); r2() is NaN.
   RidgeSurrogate()
-      : RidgeSurrogate(Weight::Zero(size_or<DIn>(0), size_or<DOut>(0)),
-                       Bias::Zero(size_or<DOut>(0))) {}
+      : RidgeSurrogate(RowMatrix<T, DIn, DOut>::Zero(size_or<DIn>(0), size_or<DOut>(0)),
+                       RowVector<T, DOut>::Zero(size_or<DOut>(0))) {}
 
-  /// A surrogate with the given weight [d_in, d_out] and bias [d_out]; r2() is NaN.
-  /// Throws ShapeError if they do not fit together or do not match the compile-time sizes,
-  /// NumericError if an entry is NaN or Inf.
-  RidgeSurrogate(Weight weight, Bias bias) : weight_(std::move(weight)), bias_(std::move(bias)) {
+  /// A surrogate with the given weight [d_in, d_out] and bias [d_out] (host matrices; moved in on
+  /// the host, uploaded to a device); r2() is NaN. Throws ShapeError if they do not fit together
+  /// or do not match the compile-time sizes, NumericError if an entry is NaN or Inf.
+  RidgeSurrogate(RowMatrix<T, DIn, DOut> weight, RowVector<T, DOut> bias) {
     if constexpr (DIn != Dynamic) {
-      check_dim("RidgeSurrogate: weight rows (compile-time d_in)", DIn, weight_.rows());
+      check_dim("RidgeSurrogate: weight rows (compile-time d_in)", DIn, weight.rows());
     }
     if constexpr (DOut != Dynamic) {
-      check_dim("RidgeSurrogate: weight cols (compile-time d_out)", DOut, weight_.cols());
+      check_dim("RidgeSurrogate: weight cols (compile-time d_out)", DOut, weight.cols());
     }
-    check_dim("RidgeSurrogate: bias size (weight cols, d_out)", weight_.cols(), bias_.size());
-    check_finite("RidgeSurrogate: weight", weight_);
-    check_finite("RidgeSurrogate: bias", bias_);
+    check_dim("RidgeSurrogate: bias size (weight cols, d_out)", weight.cols(), bias.size());
+    check_finite("RidgeSurrogate: weight", weight);
+    check_finite("RidgeSurrogate: bias", bias);
+    weight_ = mlp::detail::to_fitted<Weight, Backend>(std::move(weight));
+    bias_ = mlp::detail::to_fitted<Bias, Backend>(std::move(bias));
   }
+
+  /// The same surrogate on another (host) backend: W and b copied (uploaded once for
+  /// backend::cuda), the fit report kept. O(d_in·d_out).
+  template <class From>
+  requires(!std::is_same_v<From, Backend> && backend::is_host<From>) explicit RidgeSurrogate(
+      const RidgeSurrogate<T, DIn, DOut, From>& from)
+      : weight_(mlp::detail::to_fitted<Weight, Backend>(from.weight())),
+        bias_(mlp::detail::to_fitted<Bias, Backend>(from.bias())),
+        report_(from.fit_report()) {}
 
   /// Fits W and b by ridge regression with penalty λ (absolute; PAPERS.md §A1 uses 0.01)
   /// from accumulated statistics, in double: Cxx = V diag(e) Vᵀ (SelfAdjointEigenSolver),
@@ -184,9 +205,11 @@ class RidgeSurrogate {
   /// Throws ArgumentError for λ ≤ 0 or non-finite, ShapeError for mismatched widths,
   /// NumericError for empty statistics (count 0) or non-finite co-moments (overflow).
   /// One row (count 1) is accepted: then W = 0 and b = ȳ. On a throw *this is unchanged.
-  /// Cost: O(d_in³) (eigendecomposition) + 4 d_in² d_out FLOPs, independent of n.
+  /// Cost: O(d_in³) (eigendecomposition) + 4 d_in² d_out FLOPs, independent of n. Host backends
+  /// only (fit on the host, then copy with to_backend).
   template <int SIn, int SOut>
-  RidgeFitReport fit(const RidgeStats<SIn, SOut>& stats, double lambda = 0.01) {
+  requires backend::is_host<Backend> RidgeFitReport fit(const RidgeStats<SIn, SOut>& stats,
+                                                        double lambda = 0.01) {
     static_assert(
         sizes_compatible<DIn, SIn> && sizes_compatible<DOut, SOut>,
         "RidgeSurrogate::fit: the statistics' compile-time sizes differ from the surrogate's");
@@ -218,51 +241,24 @@ class RidgeSurrogate {
   /// The report of the last fit() (default values, r2 NaN, before any fit).
   const RidgeFitReport& fit_report() const { return report_; }
 
-  /// Y = X W + b. X [T, d_in], Y [T, d_out]: any writable dense expression of scalar T
-  /// (a row-major Activations, an Eigen::Ref or a block of one); Y must not alias X.
-  /// Throws ShapeError, before touching Y, if the widths or row counts differ.
-  /// Cost: 2 T d_in d_out FLOPs (one GEMM).
-  ///
-  /// Taking Eigen expressions rather than Eigen::Ref<const Input>: binding a Ref with a fixed
-  /// compile-time width to data of another width is undefined in release builds (Eigen
-  /// only asserts), so the widths are checked here on the caller's own expression first.
-  template <class XDerived, class YDerived>
-  RouteCounts forward(const Eigen::MatrixBase<XDerived>& X,
-                      const Eigen::MatrixBase<YDerived>& Y) const {
-    Workspace scratch;  // the same product with temporary packing buffers
-    return forward(X, Y, scratch);
-  }
-
-  /// Y = X W + b as above, with the product's packing buffers in `scratch` (core/gemm_scratch.hpp):
-  /// the same arithmetic, and no allocation once `scratch` has seen a product this large.
-  template <class XDerived, class YDerived>
-  RouteCounts forward(const Eigen::MatrixBase<XDerived>& X, const Eigen::MatrixBase<YDerived>& Y,
-                      Workspace& scratch) const {
-    static_assert(std::is_same_v<typename XDerived::Scalar, T> &&
-                      std::is_same_v<typename YDerived::Scalar, T>,
-                  "RidgeSurrogate::forward: X and Y must have the surrogate's scalar type");
+  /// Y = X W + b, X [T, d_in], Y [T, d_out] (Y must not alias X), with the product's scratch in
+  /// `scratch`: no allocation once it has seen a product this large. Returns the rows that took
+  /// the linear path (all of them). Throws ShapeError, before touching Y, if the widths or row
+  /// counts differ. Cost: 2·T·d_in·d_out FLOPs (one GEMM).
+  RouteCounts forward(Context<Backend>& ctx, const ConstView& X, View Y, Workspace& scratch) const {
     check_dim("RidgeSurrogate::forward: input width (d_in)", features(), X.cols());
     check_dim("RidgeSurrogate::forward: output rows (T)", X.rows(), Y.rows());
     check_dim("RidgeSurrogate::forward: output width (d_out)", out_features(), Y.cols());
-    // Eigen's idiom for writable expression arguments (temporaries such as blocks bind to
-    // const&): the constness is shed here, on the caller's own expression.
-    auto& out = const_cast<Eigen::MatrixBase<YDerived>&>(Y);
-    ops::gemm_bias(Backend{}, out.derived(), X.derived(), weight_, bias_, scratch);  // [T, d_out]
+    if (X.rows() == 0)
+      return {0, 0};
+    ops::gemm_bias(ctx, X, weight_, bias_, Y, scratch);  // [T, d_out]
     return {X.rows(), 0};
-  }
-
-  /// Returns X W + b as a new [T, d_out] matrix. X [T, d_in] of scalar T.
-  template <class XDerived>
-  Output forward(const Eigen::MatrixBase<XDerived>& X) const {
-    Output Y(X.rows(), out_features());
-    forward(X, Y);
-    return Y;
   }
 
   Index features() const { return weight_.rows(); }
   Index out_features() const { return weight_.cols(); }
   const Weight& weight() const { return weight_; }  // W [d_in, d_out]
-  const Bias& bias() const { return bias_; }        // b [d_out]
+  const Bias& bias() const { return bias_; }        // b [1, d_out]
 
  private:
   Weight weight_;

@@ -1,5 +1,6 @@
 // One transformer block: LayerNorm → attention, LayerNorm → MLP, residual adds, either
-// sequential (GPT-2) or parallel (GPT-NeoX).
+// sequential (GPT-2) or parallel (GPT-NeoX). Written once for every backend: its work is the
+// parts' forward calls and the ops layer's LayerNorm and adds (DESIGN.md §4).
 #pragma once
 
 #include <type_traits>
@@ -12,6 +13,8 @@
 #include "nlb/model/layer_override.hpp"
 #include "nlb/model/taps.hpp"
 #include "nlb/ops/layer_norm.hpp"
+#include "nlb/ops/rows.hpp"
+#include "nlb/ops/scratch.hpp"
 
 namespace nlb {
 
@@ -19,11 +22,12 @@ namespace detail {
 struct NoAttentionWorkspace {};
 }  // namespace detail
 
-/// LayerNorm parameters: gamma, beta [d].
-template <class T, int D = Dynamic>
+/// LayerNorm parameters: gamma, beta [d], in memory space Memory (host row vectors, or device
+/// matrices [1, d]).
+template <class T, int D = Dynamic, class Memory = backend::host_memory>
 struct LayerNormWeights {
-  RowVector<T, D> gamma;
-  RowVector<T, D> beta;
+  typename vector_in<Memory, T, D>::type gamma;
+  typename vector_in<Memory, T, D>::type beta;
 };
 
 /// A block over a residual stream x [T, d]:
@@ -31,10 +35,11 @@ struct LayerNormWeights {
 ///   parallel:   x ← x + attn(ln1 x) + mlp(ln2 x)
 /// Without a pre-attention norm (attn_layer_norm false: S–D models trained without ln_1,
 /// PAPERS §B2) attention reads x itself, attn(x), and ln1 is unused (may be empty).
-/// AttnT: any attention kind (forward(X, Y, Workspace&, cache)); MlpT: any MLP kind — Mlp,
-/// RidgeSurrogate, GatedMLP (hard routing) or MlpSlot — all with forward(X, Y, Workspace&)
+/// AttnT: any attention kind (forward(ctx, X, Y, Workspace&, cache)); MlpT: any MLP kind — Mlp,
+/// RidgeSurrogate, GatedMLP (hard routing) or MlpSlot — all with forward(ctx, X, Y, Workspace&)
 /// returning the rows per path (RouteCounts). Scalar, width and backend are the parts': the
-/// attention's, which the MLP's must equal (a compile-time width may meet a Dynamic one).
+/// attention's, which the MLP's must equal (a compile-time width may meet a Dynamic one). The
+/// same code runs on every backend: Block<…, backend::cuda> parts keep their weights on the device.
 template <class AttnT, class MlpT>
 class Block {
   static_assert(std::is_same_v<typename AttnT::Scalar, typename MlpT::Scalar>,
@@ -49,15 +54,19 @@ class Block {
                 "(AttnT::size vs MlpT::in_size, MlpT::out_size)");
   using T = typename AttnT::Scalar;
   using Backend = typename AttnT::backend_type;
+  using Memory = typename Backend::memory_space;
   static constexpr int D = common_size<AttnT::size, MlpT::in_size>;
 
  public:
   using Scalar = T;
   using backend_type = Backend;
   static constexpr int size = D;
-  using Stream = Activations<T, D>;
+  using Stream = typename storage_traits<Backend, T>::template activations<D>;
   using Attention = AttnT;
   using MlpType = MlpT;
+  using Norm = LayerNormWeights<T, D, Memory>;
+  template <class B>
+  using on_backend = Block<on_backend_t<B, AttnT>, on_backend_t<B, MlpT>>;
 
   /// Scratch memory, reused across calls (and across layers of one block type): after a call
   /// with T rows (and S cached positions), a call with T rows and at most S positions allocates
@@ -66,16 +75,16 @@ class Block {
     Stream normed, attn_out, mlp_in, mlp_out;  // [T, d]
     typename AttnT::Workspace attn;
     typename MlpT::Workspace mlp;
-    RoutingWorkspace<T, D> routing;  // a gated MlpOverride's routing
-    GemmScratch<T> surrogate;        // an MlpOverride surrogate's product
+    RoutingWorkspace<T, D, Backend> routing;  // a gated MlpOverride's routing
+    ops::Scratch<Backend, T> surrogate;       // an MlpOverride surrogate's product
     // An attention override's workspace (an AttentionSlot block uses `attn`).
     std::conditional_t<std::is_same_v<AttnT, AttentionSlot<T, Backend>>,
                        detail::NoAttentionWorkspace, typename AttentionSlot<T, Backend>::Workspace>
         attn_override;
   };
 
-  Block(LayerNormWeights<T, D> ln1, AttnT attn, LayerNormWeights<T, D> ln2, MlpT mlp,
-        bool parallel_residual, T layer_norm_eps, bool attn_layer_norm = true)
+  Block(Norm ln1, AttnT attn, Norm ln2, MlpT mlp, bool parallel_residual, T layer_norm_eps,
+        bool attn_layer_norm = true)
       : ln1_(std::move(ln1)),
         attn_(std::move(attn)),
         ln2_(std::move(ln2)),
@@ -83,6 +92,95 @@ class Block {
         parallel_(parallel_residual),
         eps_(layer_norm_eps),
         attn_norm_(attn_layer_norm) {
+    check_parts();
+  }
+
+  /// The same block on another backend (its parts' weights copied into this backend's storage).
+  template <class OtherAttn, class OtherMlp>
+  requires(!std::is_same_v<Block<OtherAttn, OtherMlp>, Block>) explicit Block(
+      const Block<OtherAttn, OtherMlp>& other)
+      : ln1_(copied(other.ln1())),
+        attn_(other.attention()),
+        ln2_(copied(other.ln2())),
+        mlp_(other.mlp()),
+        parallel_(other.parallel_residual()),
+        eps_(other.layer_norm_eps()),
+        attn_norm_(other.attn_layer_norm()) {
+    check_parts();
+  }
+
+  /// Advances the residual stream x [T, d] through this block in place. With a `layer_override`
+  /// its attention (when not null) runs instead of this block's, and an active MLP override
+  /// instead of this block's MLP (a gated one routes its full rows to this block's own MLP,
+  /// which must then be a full MLP).
+  template <class Taps = NoTaps>
+  void forward(Context<Backend>& ctx, Stream& x, Workspace& ws, Index layer,
+               KVCacheLayerOf<T, Backend>* cache = nullptr, Taps&& taps = {},
+               RouteCounts* counts = nullptr,
+               const LayerOverride<T, Backend>* layer_override = nullptr) const {
+    const Index rows = x.rows(), d = x.cols();
+    detail::fire(taps, Tap::block_input, layer, x);
+    ws.attn_out.resize(rows, d);
+    const AttentionSlot<T, Backend>* attention =
+        layer_override ? layer_override->attention : nullptr;
+    if (attn_norm_) {
+      ws.normed.resize(rows, d);
+      ops::layer_norm_rows(ctx, x, ln1_.gamma, ln1_.beta, ws.normed, eps_);
+      run_attention(ctx, attention, ws.normed, ws, cache);
+    } else {
+      run_attention(ctx, attention, x, ws, cache);
+    }
+    detail::fire(taps, Tap::attn_output, layer, ws.attn_out);
+    ws.mlp_in.resize(rows, d);
+    if (!parallel_)
+      ops::add(ctx, ws.attn_out, x);
+    ops::layer_norm_rows(ctx, x, ln2_.gamma, ln2_.beta, ws.mlp_in, eps_);
+    detail::fire(taps, Tap::mlp_input, layer, ws.mlp_in);
+    ws.mlp_out.resize(rows, d);
+    const RouteCounts c = layer_override && layer_override->mlp.active()
+                              ? run_override(ctx, layer_override->mlp, ws)
+                              : mlp_.forward(ctx, ws.mlp_in, ws.mlp_out, ws.mlp);
+    if (counts)
+      *counts += c;
+    detail::fire(taps, Tap::mlp_output, layer, ws.mlp_out);
+    if (parallel_)
+      ops::add(ctx, ws.attn_out, ws.mlp_out, x);
+    else
+      ops::add(ctx, ws.mlp_out, x);
+    detail::fire(taps, Tap::block_output, layer, x);
+  }
+
+  const AttnT& attention() const { return attn_; }
+  const MlpT& mlp() const { return mlp_; }
+  MlpT& mlp() { return mlp_; }
+  const Norm& ln1() const { return ln1_; }
+  const Norm& ln2() const { return ln2_; }
+  bool parallel_residual() const { return parallel_; }
+  T layer_norm_eps() const { return eps_; }
+  /// False when attention reads the raw residual stream (no ln_1).
+  bool attn_layer_norm() const { return attn_norm_; }
+
+  /// True when this block's MLP is a full MLP (an Mlp, or an MlpSlot holding one): what a gated
+  /// override needs, since it routes its full rows to this MLP.
+  bool has_full_mlp() const {
+    if constexpr (requires { mlp_.is_full(); })
+      return mlp_.is_full();  // MlpSlot
+    else
+      return requires { mlp_.hidden_features(); };  // Mlp
+  }
+
+ private:
+  // Norm weights of another memory space copied into this one.
+  template <class Other>
+  static Norm copied(const Other& norm) {
+    using Storage = storage_traits<Backend, T>;
+    if (norm.gamma.size() == 0)
+      return {};  // no ln_1
+    return {Storage::template vector_from_host<D>(norm.gamma),
+            Storage::template vector_from_host<D>(norm.beta)};
+  }
+
+  void check_parts() const {
     const Index d = attn_.features();
     if (attn_norm_) {
       check_dim("Block: ln_1 size (d)", d, ln1_.gamma.size());
@@ -93,126 +191,50 @@ class Block {
     check_dim("Block: MLP width (d)", d, mlp_.features());
   }
 
-  /// Advances the residual stream x [T, d] through this block in place. With a `layer_override`
-  /// its attention (when not null) runs instead of this block's, and an active MLP override
-  /// instead of this block's MLP (a gated one routes its full rows to this block's own MLP,
-  /// which must then be a full MLP).
-  template <class Taps = NoTaps>
-  void forward(Stream& x, Workspace& ws, Index layer, KVCacheLayer<T>* cache = nullptr,
-               Taps&& taps = {}, RouteCounts* counts = nullptr,
-               const LayerOverride<T, Backend>* layer_override = nullptr) const {
-    const Index rows = x.rows(), d = x.cols();
-    detail::fire(taps, Tap::block_input, layer, x);
-    ws.attn_out.resize(rows, d);
-    const AttentionSlot<T, Backend>* attention =
-        layer_override ? layer_override->attention : nullptr;
-    if (attn_norm_) {
-      ws.normed.resize(rows, d);
-      ops::layer_norm_rows(Backend{}, x, ws.normed, ln1_.gamma, ln1_.beta, eps_);
-      run_attention(attention, ws.normed, ws, cache);
-    } else {
-      run_attention(attention, x, ws, cache);
-    }
-    detail::fire(taps, Tap::attn_output, layer, ws.attn_out);
-    ws.mlp_in.resize(rows, d);
-    if (parallel_) {
-      ops::layer_norm_rows(Backend{}, x, ws.mlp_in, ln2_.gamma, ln2_.beta, eps_);
-    } else {
-      x += ws.attn_out;
-      ops::layer_norm_rows(Backend{}, x, ws.mlp_in, ln2_.gamma, ln2_.beta, eps_);
-    }
-    detail::fire(taps, Tap::mlp_input, layer, ws.mlp_in);
-    ws.mlp_out.resize(rows, d);
-    if (layer_override && layer_override->mlp.active()) {
-      run_override(layer_override->mlp, ws, counts);
-    } else {
-      run_mlp(ws.mlp_in, ws.mlp_out, ws, counts);
-    }
-    detail::fire(taps, Tap::mlp_output, layer, ws.mlp_out);
-    if (parallel_) {
-      x += ws.attn_out + ws.mlp_out;
-    } else {
-      x += ws.mlp_out;
-    }
-    detail::fire(taps, Tap::block_output, layer, x);
-  }
-
-  const AttnT& attention() const { return attn_; }
-  const MlpT& mlp() const { return mlp_; }
-  MlpT& mlp() { return mlp_; }
-  const LayerNormWeights<T, D>& ln1() const { return ln1_; }
-  const LayerNormWeights<T, D>& ln2() const { return ln2_; }
-  bool parallel_residual() const { return parallel_; }
-  T layer_norm_eps() const { return eps_; }
-  /// False when attention reads the raw residual stream (no ln_1).
-  bool attn_layer_norm() const { return attn_norm_; }
-
- private:
   // ws.attn_out = this block's attention of `in`, or the override's.
-  void run_attention(const AttentionSlot<T, Backend>* attention, const Stream& in, Workspace& ws,
-                     KVCacheLayer<T>* cache) const {
-    if (attention == nullptr) {
-      attn_.forward(in, ws.attn_out, ws.attn, cache);
-    } else if constexpr (std::is_same_v<AttnT, AttentionSlot<T, Backend>>) {
-      attention->forward(in, ws.attn_out, ws.attn, cache);
-    } else {
-      attention->forward(in, ws.attn_out, ws.attn_override, cache);
-    }
+  void run_attention(Context<Backend>& ctx, const AttentionSlot<T, Backend>* attention,
+                     const Stream& in, Workspace& ws, KVCacheLayerOf<T, Backend>* cache) const {
+    if (attention == nullptr)
+      attn_.forward(ctx, in, ws.attn_out, ws.attn, cache);
+    else if constexpr (std::is_same_v<AttnT, AttentionSlot<T, Backend>>)
+      attention->forward(ctx, in, ws.attn_out, ws.attn, cache);
+    else
+      attention->forward(ctx, in, ws.attn_out, ws.attn_override, cache);
   }
 
-  // Every MLP kind has the same forward(X, Y, Workspace&) returning its RouteCounts.
-  void run_mlp(const Stream& in, Stream& out, Workspace& ws, RouteCounts* counts) const {
-    const RouteCounts c = mlp_.forward(in, out, ws.mlp);
-    if (counts)
-      *counts += c;
-  }
-
-  // ws.mlp_out = the override applied to ws.mlp_in.
-  void run_override(const MlpOverride<T, Backend>& o, Workspace& ws, RouteCounts* counts) const {
+  // ws.mlp_out = the override applied to ws.mlp_in; returns the rows per path.
+  RouteCounts run_override(Context<Backend>& ctx, const MlpOverride<T, Backend>& o,
+                           Workspace& ws) const {
     const auto& surrogate = *o.surrogate;
-    auto linear = [&](const auto& in, auto& out) { surrogate.forward(in, out, ws.surrogate); };
-    RouteCounts c;
+    const auto linear = [&](const auto& in, auto&& out) {
+      surrogate.forward(ctx, in, out, ws.surrogate);
+    };
     if (o.gate == nullptr) {
       linear(ws.mlp_in, ws.mlp_out);
-      c.linear = ws.mlp_in.rows();
-    } else {
-      // Checked before routing, so the error does not depend on how the rows fall.
-      if (!has_own_full_mlp()) {
-        throw ArgumentError(detail::expected_found("Block: the MLP of a gated override's layer",
-                                                   "a full MLP", "a surrogate or gated MLP"));
-      }
-      c = gated_route(ws.mlp_in, ws.mlp_out, *o.gate, ws.routing, linear,
-                      [&](const auto& in, auto& out) { run_own_full_mlp(in, out, ws); });
+      return {ws.mlp_in.rows(), 0};
     }
-    if (counts)
-      *counts += c;
-  }
-
-  // True when this block's MLP is a full MLP (an Mlp, or an MlpSlot holding one).
-  bool has_own_full_mlp() const {
-    if constexpr (requires { mlp_.is_full(); }) {
-      return mlp_.is_full();  // MlpSlot
-    } else {
-      return requires {
-        mlp_.hidden_features();
-      };  // Mlp
+    // Checked before routing, so the error does not depend on how the rows fall.
+    if (!has_full_mlp()) {
+      throw ArgumentError(detail::expected_found("Block: the MLP of a gated override's layer",
+                                                 "a full MLP", "a surrogate or gated MLP"));
     }
+    return gated_route(ctx, ws.mlp_in, ws.mlp_out, *o.gate, ws.routing, linear,
+                       [&](const auto& in, auto&& out) { run_full_mlp(ctx, in, out, ws); });
   }
 
   // This block's own full MLP on a group of rows (a gated override's full path; checked by
-  // has_own_full_mlp first).
+  // has_full_mlp first).
   template <class In, class Out>
-  void run_own_full_mlp(const In& in, Out& out, Workspace& ws) const {
-    if constexpr (requires { mlp_.forward_full(in, out, ws.mlp); }) {
-      mlp_.forward_full(in, out, ws.mlp);  // MlpSlot
-    } else if constexpr (requires { mlp_.hidden_features(); }) {
-      mlp_.forward(in, out, ws.mlp);  // Mlp
-    }
+  void run_full_mlp(Context<Backend>& ctx, const In& in, Out&& out, Workspace& ws) const {
+    if constexpr (requires { mlp_.forward_full(ctx, in, out, ws.mlp); })
+      mlp_.forward_full(ctx, in, out, ws.mlp);  // MlpSlot
+    else if constexpr (requires { mlp_.hidden_features(); })
+      mlp_.forward(ctx, in, out, ws.mlp);  // Mlp
   }
 
-  LayerNormWeights<T, D> ln1_;
+  Norm ln1_;
   AttnT attn_;
-  LayerNormWeights<T, D> ln2_;
+  Norm ln2_;
   MlpT mlp_;
   bool parallel_ = false;
   T eps_ = T(1e-5);

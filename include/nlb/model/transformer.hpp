@@ -1,5 +1,6 @@
 // A decoder-only transformer built from the library's blocks: embeddings, a sequence of
-// Blocks, the final LayerNorm and the unembedding.
+// Blocks, the final LayerNorm and the unembedding. Written once for every backend: a host model
+// copied onto backend::cuda (to_backend) is the same class over device blocks (DESIGN.md §4).
 #pragma once
 
 #include <cstdint>
@@ -17,16 +18,19 @@
 #include "nlb/model/mlp_slot.hpp"
 #include "nlb/ops/gemm.hpp"
 #include "nlb/ops/layer_norm.hpp"
+#include "nlb/ops/rows.hpp"
+#include "nlb/ops/scratch.hpp"
 
 namespace nlb {
 
 /// Token/position embeddings, final LayerNorm and unembedding; the three matrices in storage
-/// S (nlb/core/weight_storage.hpp), the norm in T.
+/// S (nlb/core/weight_storage.hpp; storage::device on backend::cuda), the norm in T in S's
+/// memory space.
 template <class T, int D = Dynamic, class S = storage::f32>
 struct EmbeddingWeights {
-  weight_matrix<S, T, Dynamic, D> token;        // [vocab, d]
-  weight_matrix<S, T, Dynamic, D> position;     // [n_positions, d]; empty without learned positions
-  LayerNormWeights<T, D> final_norm;            // ln_f / final_layer_norm
+  weight_matrix<S, T, Dynamic, D> token;     // [vocab, d]
+  weight_matrix<S, T, Dynamic, D> position;  // [n_positions, d]; empty without learned positions
+  LayerNormWeights<T, D, storage::memory_of<S>> final_norm;  // ln_f / final_layer_norm
   weight_matrix<S, T, Dynamic, D> unembedding;  // [vocab, d]; empty when tied to `token`
 };
 
@@ -80,6 +84,18 @@ struct layer_blocks<std::tuple<B0, Bs...>> {
   }();
 };
 
+// The layer container of the same blocks on backend B.
+template <class Layers, class B>
+struct layers_on;
+template <class Block, class A, class B>
+struct layers_on<std::vector<Block, A>, B> {
+  using type = std::vector<on_backend_t<B, Block>>;
+};
+template <class... Blocks, class B>
+struct layers_on<std::tuple<Blocks...>, B> {
+  using type = std::tuple<on_backend_t<B, Blocks>...>;
+};
+
 template <class Layers>
 struct block_workspaces;
 template <class B, class A>
@@ -103,7 +119,9 @@ struct block_workspaces<std::tuple<Blocks...>> {
 /// whose gated MLPs refer to the model's own weights) and head(); forward() is exactly embed +
 /// run_layers over every layer + head. The model is never changed by any of them.
 ///
-/// Scalar, width and backend are the blocks' (a tuple's blocks must agree; static_assert).
+/// Scalar, width and backend are the blocks' (a tuple's blocks must agree; static_assert). Every
+/// call takes the backend's Context first; on backend::cuda the stream, logits and cache stay in
+/// device memory (to_backend(backend::cuda{}, host_model) uploads a host model once).
 template <class Layers>
 class BasicTransformer {
   using Blocks = detail::layer_blocks<Layers>;
@@ -118,25 +136,30 @@ class BasicTransformer {
                 "(Block0::size vs BlockN::size)");
   using T = typename Blocks::first::Scalar;
   using Backend = typename Blocks::first::backend_type;
+  using Storage = storage_traits<Backend, T>;
   static constexpr int D = Blocks::size;
 
  public:
   using backend_type = Backend;
   using Scalar = T;
   static constexpr int size = D;
-  using Stream = Activations<T, D>;
+  using Stream = typename Storage::template activations<D>;
+  using Logits = typename Storage::matrix;
   using Override = LayerOverride<T, Backend>;
   using Weights = typename Backend::weights;  // storage of the embedding matrices
+  using Cache = KVCache<T, typename Backend::memory_space>;
+  template <class B>
+  using on_backend = BasicTransformer<typename detail::layers_on<Layers, B>::type>;
 
   /// Scratch memory of forward passes, owned by the caller and reused across calls (gemma.cpp's
   /// `Activations`): the residual stream, one workspace per kind of block (shared by the layers
-  /// of that kind) and the head's product buffers. After a call with T tokens (and S cached
-  /// positions), a call with T tokens and at most S positions performs no heap allocation
+  /// of that kind) and the embedding's and head's scratch. After a call with T tokens (and S
+  /// cached positions), a call with T tokens and at most S positions performs no heap allocation
   /// (tests/model/test_forward_allocations.cpp). One workspace per thread.
   struct Workspace {
     Stream x;  // [T, d] residual stream
     typename detail::block_workspaces<Layers>::type blocks;
-    GemmScratch<T> head;  // the unembedding product's packing buffers
+    ops::Scratch<Backend, T> head;  // the embedding's, the unembedding product's and the losses'
   };
 
   template <class From = storage::f32>
@@ -144,20 +167,16 @@ class BasicTransformer {
       : config_(std::move(config)),
         emb_(to_weight_storage<Weights>(std::move(embeddings))),
         layers_(std::move(layers)) {
-    const Index d = config_.d_model;
-    if constexpr (D != Dynamic)
-      check_dim("Transformer: width (compile-time d)", D, d);
-    check_dim("Transformer: token embedding rows (vocab)", config_.vocab_size, emb_.token.rows());
-    check_dim("Transformer: token embedding cols (d)", d, emb_.token.cols());
-    if (emb_.position.size() > 0) {
-      check_dim("Transformer: position embedding cols (d)", d, emb_.position.cols());
-    }
-    if (emb_.unembedding.size() > 0) {
-      check_dim("Transformer: unembedding rows (vocab)", config_.vocab_size,
-                emb_.unembedding.rows());
-      check_dim("Transformer: unembedding cols (d)", d, emb_.unembedding.cols());
-    }
-    check_dim("Transformer: layer count", config_.n_layers, layer_count());
+    check_parts();
+  }
+
+  /// The same model on another backend: every weight copied into this backend's storage once
+  /// (to_backend(backend::cuda{}, host) uploads a host model).
+  template <class OtherLayers>
+  requires(!std::is_same_v<OtherLayers, Layers>) explicit BasicTransformer(
+      const BasicTransformer<OtherLayers>& other)
+      : config_(other.config()), emb_(copied(other.embeddings())), layers_(copied(other)) {
+    check_parts();
   }
 
   /// Logits [T, vocab] of `tokens` (ids in [0, vocab)), using the caller's workspace `ws`.
@@ -167,44 +186,35 @@ class BasicTransformer {
   /// gated layer routed. Throws ArgumentError for an empty sequence, a token out of range, or
   /// more positions than n_positions.
   template <class Taps = NoTaps>
-  void forward(std::span<const std::int32_t> tokens, RowMatrix<T>& logits, Workspace& ws,
-               Taps&& taps = {}, KVCache<T>* cache = nullptr, RouteCounts* counts = nullptr) const {
+  void forward(Context<Backend>& ctx, std::span<const std::int32_t> tokens, Logits& logits,
+               Workspace& ws, Taps&& taps = {}, Cache* cache = nullptr,
+               RouteCounts* counts = nullptr) const {
     const Index past = cache ? cache->length() : 0;
     check_cache("Transformer::forward", cache);
-    embed(tokens, ws.x, past, taps, "Transformer::forward");
-    run_range(ws.x, 0, layer_count(), ws, {}, cache, taps, [counts](Index) { return counts; });
-    head(ws.x, logits, ws);
+    embed(ctx, tokens, ws.x, ws, past, taps, "Transformer::forward");
+    run_range(ctx, ws.x, 0, layer_count(), ws, {}, cache, taps, [counts](Index) { return counts; });
+    head(ctx, ws.x, logits, ws);
   }
 
-  /// forward() with a temporary workspace (allocates it on every call).
+  /// The final hidden states (after ln_f) [T, d]: forward() without the unembedding.
   template <class Taps = NoTaps>
-  requires(!std::is_same_v<std::remove_cvref_t<Taps>, Workspace>) void forward(
-      std::span<const std::int32_t> tokens, RowMatrix<T>& logits, Taps&& taps = {},
-      KVCache<T>* cache = nullptr, RouteCounts* counts = nullptr) const {
-    Workspace ws;
-    forward(tokens, logits, ws, taps, cache, counts);
-  }
-
-  /// The final hidden states (after ln_f) [T, d]; forward() without the unembedding, with a
-  /// temporary workspace.
-  template <class Taps = NoTaps>
-  void hidden_states(std::span<const std::int32_t> tokens, Stream& x, Taps&& taps = {},
-                     KVCache<T>* cache = nullptr, RouteCounts* counts = nullptr) const {
-    Workspace ws;
+  void hidden_states(Context<Backend>& ctx, std::span<const std::int32_t> tokens, Stream& x,
+                     Workspace& ws, Taps&& taps = {}, Cache* cache = nullptr,
+                     RouteCounts* counts = nullptr) const {
     const Index past = cache ? cache->length() : 0;
     check_cache("Transformer::forward", cache);
-    embed(tokens, x, past, taps, "Transformer::forward");
-    run_range(x, 0, layer_count(), ws, {}, cache, taps, [counts](Index) { return counts; });
-    final_norm(x);
+    embed(ctx, tokens, x, ws, past, taps, "Transformer::forward");
+    run_range(ctx, x, 0, layer_count(), ws, {}, cache, taps, [counts](Index) { return counts; });
+    final_norm(ctx, x);
   }
 
   /// x [T, d] = E[tokens] (+ P[past .. past + T)): the residual stream at layer 0's input.
   /// Fires Tap::embedding. Throws ArgumentError for an empty sequence, a token out of range
   /// or more than n_positions positions.
   template <class Taps = NoTaps>
-  void embed(std::span<const std::int32_t> tokens, Stream& x, Index past = 0,
-             Taps&& taps = {}) const {
-    embed(tokens, x, past, taps, "Transformer::embed");
+  void embed(Context<Backend>& ctx, std::span<const std::int32_t> tokens, Stream& x,
+             Workspace& ws, Index past = 0, Taps&& taps = {}) const {
+    embed(ctx, tokens, x, ws, past, taps, "Transformer::embed");
   }
 
   /// Advances x [T, d] through layers [from, to) with `ws`. `overrides`: empty (every layer
@@ -212,8 +222,8 @@ class BasicTransformer {
   /// whole model's KV cache, or null. `counts`: empty, or one RouteCounts per layer, to which layer
   /// ℓ adds the rows it routed. Throws ArgumentError for a bad range or span size.
   template <class Taps = NoTaps>
-  void run_layers(Stream& x, Index from, Index to, Workspace& ws,
-                  std::span<const Override> overrides = {}, KVCache<T>* cache = nullptr,
+  void run_layers(Context<Backend>& ctx, Stream& x, Index from, Index to, Workspace& ws,
+                  std::span<const Override> overrides = {}, Cache* cache = nullptr,
                   Taps&& taps = {}, std::span<RouteCounts> counts = {}) const {
     const Index layers = layer_count();
     if (from < 0 || from > to || to > layers) {
@@ -228,23 +238,23 @@ class BasicTransformer {
       check_dim("Transformer::run_layers: counts (layers)", layers,
                 static_cast<Index>(counts.size()));
     check_cache("Transformer::run_layers", cache);
-    run_range(x, from, to, ws, overrides, cache, taps, [counts](Index l) {
+    if (x.cols() != config_.d_model)
+      check_dim("Transformer::run_layers: width of x (d)", config_.d_model, x.cols());
+    run_range(ctx, x, from, to, ws, overrides, cache, taps, [counts](Index l) {
       return counts.empty() ? nullptr : &counts[static_cast<std::size_t>(l)];
     });
   }
 
   /// The final LayerNorm on x (in place) and logits [T, vocab] = x Uᵀ.
-  void head(Stream& x, RowMatrix<T>& logits, Workspace& ws) const {
-    final_norm(x);
+  void head(Context<Backend>& ctx, Stream& x, Logits& logits, Workspace& ws) const {
+    final_norm(ctx, x);
     const auto& u = emb_.unembedding.size() > 0 ? emb_.unembedding : emb_.token;
     logits.resize(x.rows(), config_.vocab_size);
-    ops::gemm(Backend{}, logits, x, u.transpose(), ws.head);  // [T, vocab]
+    ops::gemm_nt(ctx, x, u, logits, ws.head);  // [T, vocab]
   }
 
-  /// A KV cache sized for this model (n_positions positions).
-  KVCache<T> make_cache() const {
-    return KVCache<T>(config_.n_layers, config_.n_positions, config_.d_model);
-  }
+  /// A KV cache sized for this model (n_positions positions) in the backend's memory.
+  Cache make_cache() const { return Cache(config_.n_layers, config_.n_positions, config_.d_model); }
 
   const ModelConfig& config() const { return config_; }
   const EmbeddingWeights<T, D, Weights>& embeddings() const { return emb_; }
@@ -275,36 +285,63 @@ class BasicTransformer {
   }
 
  private:
-  template <class Taps>
-  void embed(std::span<const std::int32_t> tokens, Stream& x, Index past, Taps& taps,
-             const char* what) const {
-    check_tokens(tokens, past, what);
-    const Index rows = static_cast<Index>(tokens.size());
-    x.resize(rows, config_.d_model);
-    const auto row_of = [](const auto& m, Index r) {
-      if constexpr (storage::is_half<Weights>)
-        return m.template row_as<T>(r);
-      else
-        return m.row(r);
-    };
-    for (Index t = 0; t < rows; ++t) {
-      x.row(t) = row_of(emb_.token, tokens[static_cast<std::size_t>(t)]);
-      if (emb_.position.size() > 0)
-        x.row(t) += row_of(emb_.position, past + t);
+  // Another backend's embeddings copied into this backend's storage.
+  template <class E>
+  static EmbeddingWeights<T, D, Weights> copied(const E& e) {
+    return {Storage::template from_host<Dynamic, D>(e.token),
+            Storage::template from_host<Dynamic, D>(e.position),
+            {Storage::template vector_from_host<D>(e.final_norm.gamma),
+             Storage::template vector_from_host<D>(e.final_norm.beta)},
+            Storage::template from_host<Dynamic, D>(e.unembedding)};
+  }
+  template <class OtherLayers>
+  static Layers copied(const BasicTransformer<OtherLayers>& other) {
+    if constexpr (detail::is_std_vector<Layers>) {
+      Layers out;
+      out.reserve(static_cast<std::size_t>(other.layer_count()));
+      other.for_each_layer([&](const auto& block, Index) { out.emplace_back(block); });
+      return out;
+    } else {
+      return std::apply([](const auto&... block) { return Layers(block...); }, other.layers());
     }
+  }
+
+  void check_parts() const {
+    const Index d = config_.d_model;
+    if constexpr (D != Dynamic)
+      check_dim("Transformer: width (compile-time d)", D, d);
+    check_dim("Transformer: token embedding rows (vocab)", config_.vocab_size, emb_.token.rows());
+    check_dim("Transformer: token embedding cols (d)", d, emb_.token.cols());
+    if (emb_.position.size() > 0)
+      check_dim("Transformer: position embedding cols (d)", d, emb_.position.cols());
+    if (emb_.unembedding.size() > 0) {
+      check_dim("Transformer: unembedding rows (vocab)", config_.vocab_size,
+                emb_.unembedding.rows());
+      check_dim("Transformer: unembedding cols (d)", d, emb_.unembedding.cols());
+    }
+    check_dim("Transformer: layer count", config_.n_layers, layer_count());
+  }
+
+  template <class Taps>
+  void embed(Context<Backend>& ctx, std::span<const std::int32_t> tokens, Stream& x,
+             Workspace& ws, Index past, Taps& taps, const char* what) const {
+    check_tokens(tokens, past, what);
+    x.resize(static_cast<Index>(tokens.size()), config_.d_model);
+    ops::embed_rows(ctx, emb_.token, emb_.position, tokens, x, past, ws.head);
     detail::fire(taps, Tap::embedding, 0, x);
   }
 
   // Layers [from, to) in order; counts_of(layer) is the RouteCounts* of that layer (or null).
   template <class Taps, class CountsOf>
-  void run_range(Stream& x, Index from, Index to, Workspace& ws,
-                 std::span<const Override> overrides, KVCache<T>* cache, Taps& taps,
+  void run_range(Context<Backend>& ctx, Stream& x, Index from, Index to, Workspace& ws,
+                 std::span<const Override> overrides, Cache* cache, Taps& taps,
                  CountsOf&& counts_of) const {
     auto run = [&](const auto& block, Index layer) {
       using BlockWs = typename std::decay_t<decltype(block)>::Workspace;
       const auto l = static_cast<std::size_t>(layer);
-      block.forward(x, std::get<BlockWs>(ws.blocks), layer, cache ? &cache->layers[l] : nullptr,
-                    taps, counts_of(layer), overrides.empty() ? nullptr : &overrides[l]);
+      block.forward(ctx, x, std::get<BlockWs>(ws.blocks), layer,
+                    cache ? &cache->layers[l] : nullptr, taps, counts_of(layer),
+                    overrides.empty() ? nullptr : &overrides[l]);
     };
     if constexpr (detail::is_std_vector<Layers>) {
       for (Index l = from; l < to; ++l)
@@ -317,8 +354,8 @@ class BasicTransformer {
     }
   }
 
-  void final_norm(Stream& x) const {
-    ops::layer_norm_rows(Backend{}, x, x, emb_.final_norm.gamma, emb_.final_norm.beta,
+  void final_norm(Context<Backend>& ctx, Stream& x) const {
+    ops::layer_norm_rows(ctx, x, emb_.final_norm.gamma, emb_.final_norm.beta, x,
                          static_cast<T>(config_.layer_norm_eps));
   }
 
@@ -341,7 +378,7 @@ class BasicTransformer {
     }
   }
 
-  void check_cache(const char* what, const KVCache<T>* cache) const {
+  void check_cache(const char* what, const Cache* cache) const {
     // The message is built only on a mismatch: forward() runs this once per decoded token.
     if (cache && static_cast<Index>(cache->layers.size()) != layer_count())
       check_dim(std::string(what) + ": cache layers", layer_count(),

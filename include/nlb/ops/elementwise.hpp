@@ -6,7 +6,10 @@
 // First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
 #include "nlb/core/detail/xsimd_include.hpp"
 
+#include <type_traits>
+
 #include "nlb/core/backend.hpp"
+#include "nlb/core/context.hpp"
 #include "nlb/core/matrix.hpp"
 #include "nlb/kernels/detail/simd_row.hpp"
 
@@ -24,6 +27,23 @@ void transform(backend::scalar, T* data, Index n, Op op) {
 template <class T, class Op, class Arch, class Gemm>
 void transform(backend::simd<Arch, Gemm>, T* data, Index n, Op op) {
   kernels::detail::transform_in_place<Arch>(data, n, T(0), op);
+}
+
+/// y = op(y) elementwise on a row-major matrix or block y [m, n] (one pass when its rows are
+/// contiguous, one per row otherwise). O(m n).
+template <class Backend, class Y, class Op>
+requires backend::is_host<Backend>
+void transform(const Context<Backend>&, Y&& y, Op op) {
+  static_assert(std::remove_cvref_t<Y>::IsRowMajor || std::remove_cvref_t<Y>::ColsAtCompileTime == 1,
+                "ops::transform: a row-major matrix or block");
+  if (y.rows() == 0 || y.cols() == 0)
+    return;
+  if (y.outerStride() == y.cols() || y.rows() == 1) {
+    transform(Backend{}, y.data(), y.rows() * y.cols(), op);
+    return;
+  }
+  for (Index r = 0; r < y.rows(); ++r)
+    transform(Backend{}, &y(r, 0), y.cols(), op);
 }
 
 }  // namespace nlb::ops

@@ -1,7 +1,9 @@
 // Matrix products of the CPU backends, from the backend's GEMM provider (DESIGN.md §4).
 //
-// Every component spells its matrix products as ops::gemm / ops::gemm_bias with its backend
-// tag; the tag's provider (nlb/core/gemm_provider.hpp) decides which library runs them:
+// Every component spells its matrix products as ops::gemm / ops::gemm_bias / ops::gemm_nt with
+// its context (Context<Backend>, nlb/core/context.hpp), inputs first and the output last, as
+// nlb/cuda/ops.cuh spells them for the device; the backend's provider
+// (nlb/core/gemm_provider.hpp) decides which library runs them on the CPU:
 // - gemm_provider::eigen: nlb::gemm (nlb/core/gemm_scratch.hpp), i.e. Eigen's own kernel with
 //   caller-owned packing buffers, bit for bit `dst.noalias() = lhs * rhs`;
 // - gemm_provider::openblas / blis: one cblas_?gemm / bli_?gemm call on the operands where they
@@ -11,9 +13,10 @@
 //   coefficient by coefficient, empty ones, operands whose strides BLAS cannot take, and every
 //   product when the library found no kernels for this CPU newer than the build's ISA (see
 //   provider_usable in ops/detail/: OpenBLAS 0.3.21 runs SSE3 kernels on CPUs it does not know).
-// Vector results (batch-1 decoding's products) can be split by output entries over threads:
-// set_gemm_threads(backend, n) with n > 1, in a program built with OpenMP (otherwise they run on
-// the calling thread), for products of at least parallel_vector_min_work multiply-adds.
+// The context's thread count goes to the provider's pool; vector results (batch-1 decoding's
+// products) are split by output entries over that many threads in a program built with OpenMP
+// (otherwise they run on the calling thread), for products of at least parallel_vector_min_work
+// multiply-adds.
 // Results of different providers differ by rounding only (summation order); the tests hold
 // every provider to the same tolerance table (docs/testing.md).
 #pragma once
@@ -28,6 +31,7 @@
 #endif
 
 #include "nlb/core/backend.hpp"
+#include "nlb/core/context.hpp"
 #include "nlb/core/gemm_provider.hpp"
 #include "nlb/core/gemm_scratch.hpp"
 #include "nlb/core/mapped_matrix.hpp"
@@ -81,25 +85,19 @@ bool try_blas_gemm(Dst& dst, const Lhs& a_lhs, const Rhs& a_rhs, bool accumulate
   }
 }
 
-/// Threads a vector result is split over (set_gemm_threads); process-wide.
-inline std::atomic<int>& vector_product_threads() {
-  static std::atomic<int> threads{1};
-  return threads;
-}
-
 /// Vector products below this many multiply-adds stay on the calling thread: waking a thread
 /// costs about a microsecond, as much as 2^16 multiply-adds take from L2.
 inline constexpr Index parallel_vector_min_work = Index{1} << 16;
 
-// Runs f(begin, end) on contiguous ranges of [0, n) output entries, one per OpenMP thread,
-// each range a multiple of `align` entries (16 floats: 64 bytes, so no two threads write one
-// cache line), and returns true; false (nothing run) when the work should stay on the calling
-// thread: one thread set, n < 2·align·threads, fewer than parallel_vector_min_work
-// multiply-adds (`work`), already inside a parallel region, or no OpenMP in the build.
+// Runs f(begin, end) on contiguous ranges of [0, n) output entries, one per OpenMP thread of
+// `threads` (the context's), each range a multiple of `align` entries (16 floats: 64 bytes, so
+// no two threads write one cache line), and returns true; false (nothing run) when the work
+// should stay on the calling thread: one thread, n < 2·align·threads, fewer than
+// parallel_vector_min_work multiply-adds (`work`), already inside a parallel region, or no
+// OpenMP in the build.
 template <class F>
-bool split_output_ranges(Index n, Index work, Index align, F&& f) {
+bool split_output_ranges(int threads, Index n, Index work, Index align, F&& f) {
 #if defined(_OPENMP)
-  const int threads = vector_product_threads().load(std::memory_order_relaxed);
   if (threads <= 1 || n < 2 * align * threads || work < parallel_vector_min_work ||
       omp_in_parallel())
     return false;
@@ -114,7 +112,7 @@ bool split_output_ranges(Index n, Index work, Index align, F&& f) {
   }
   return true;
 #else
-  (void)n, (void)work, (void)align, (void)f;
+  (void)threads, (void)n, (void)work, (void)align, (void)f;
   return false;
 #endif
 }
@@ -127,20 +125,15 @@ bool split_output_ranges(Index n, Index work, Index align, F&& f) {
 template <class Arch>
 inline constexpr Index small_gemm_max_rows = xsimd::batch<float, Arch>::size == 16 ? 64 : 0;
 
-/// Whether ops::gemm may send products with few rows to kernels::small_gemm (set_small_gemm);
-/// process-wide, on by default.
-inline std::atomic<bool>& small_gemm_enabled() {
-  static std::atomic<bool> enabled{true};
-  return enabled;
-}
-
 // dst (+)= lhs · rhs by kernels::small_gemm: float or double, a row-major lhs and dst and an
 // untransposed row-major rhs with unit inner strides, 2 … small_gemm_max_rows rows, at least two
-// columns. With set_gemm_threads(n > 1) the columns are split over the threads in ranges of whole
-// register tiles (split_output_ranges); a program without OpenMP leaves such products to the
-// provider's own threads. False (nothing done) otherwise.
+// columns, and a context that allows it. With more than one thread in the context the columns
+// are split over the threads in ranges of whole register tiles (split_output_ranges); a program
+// without OpenMP leaves such products to the provider's own threads. False (nothing done)
+// otherwise.
 template <class Backend, class Dst, class Lhs, class Rhs>
-bool try_small_gemm(Dst& dst, const Lhs& lhs, const Rhs& rhs, bool accumulate) {
+bool try_small_gemm(const Context<Backend>& ctx, Dst& dst, const Lhs& lhs, const Rhs& rhs,
+                    bool accumulate) {
   using T = typename Lhs::Scalar;
   using Dest = std::remove_cv_t<std::remove_reference_t<Dst>>;
   if constexpr (!requires { typename Backend::arch; } ||
@@ -151,10 +144,10 @@ bool try_small_gemm(Dst& dst, const Lhs& lhs, const Rhs& rhs, bool accumulate) {
   } else {
     using Arch = typename Backend::arch;
     if (dst.rows() <= 1 || dst.rows() > small_gemm_max_rows<Arch> || dst.cols() <= 1 ||
-        !small_gemm_enabled().load(std::memory_order_relaxed))
+        !ctx.small_gemm())
       return false;
 #if !defined(_OPENMP)
-    if (vector_product_threads().load(std::memory_order_relaxed) > 1)
+    if (ctx.threads() > 1)
       return false;
 #endif
     BlasMatrix<const T> a, b;
@@ -167,7 +160,8 @@ bool try_small_gemm(Dst& dst, const Lhs& lhs, const Rhs& rhs, bool accumulate) {
     };
     constexpr Index tile_columns = kernels::detail::small_gemm_tile_batches<Arch> *
                                    static_cast<Index>(xsimd::batch<T, Arch>::size);
-    if (!split_output_ranges(c.cols, c.rows * c.cols * a.cols, tile_columns, columns))
+    if (!split_output_ranges(ctx.threads(), c.cols, c.rows * c.cols * a.cols, tile_columns,
+                             columns))
       columns(0, c.cols);
     return true;
   }
@@ -178,11 +172,13 @@ bool try_small_gemm(Dst& dst, const Lhs& lhs, const Rhs& rhs, bool accumulate) {
 // in another order than on one thread: Eigen blocks a narrower product differently).
 // False (nothing done) when it should run on the calling thread.
 template <class Dst, class Lhs, class Rhs>
-bool try_parallel_vector_product(Dst& dst, const Lhs& lhs, const Rhs& rhs, bool accumulate) {
+bool try_parallel_vector_product(int threads, Dst& dst, const Lhs& lhs, const Rhs& rhs,
+                                 bool accumulate) {
   const bool row = dst.rows() == 1;
   if (!(row || dst.cols() == 1))
     return false;
-  return split_output_ranges(dst.size(), lhs.cols() * dst.size(), 16, [&](Index begin, Index end) {
+  return split_output_ranges(threads, dst.size(), lhs.cols() * dst.size(), 16, [&](Index begin,
+                                                                                    Index end) {
     if (row) {
       auto out = dst.middleCols(begin, end - begin);
       if (accumulate)
@@ -199,69 +195,106 @@ bool try_parallel_vector_product(Dst& dst, const Lhs& lhs, const Rhs& rhs, bool 
   });
 }
 
+/// The threads last given to Provider's library (its pool is one per process): 0 before any.
+template <class Provider>
+std::atomic<int>& provider_threads_applied() {
+  static std::atomic<int> threads{0};
+  return threads;
+}
+
+/// Gives Provider's library the context's thread count if it has another one (one relaxed load
+/// per product when it has not changed).
+template <class Backend>
+void apply_threads(const Context<Backend>& ctx) {
+  using Provider = typename Backend::gemm;
+  auto& applied = provider_threads_applied<Provider>();
+  if (applied.load(std::memory_order_relaxed) == ctx.threads())
+    return;
+  if constexpr (std::is_same_v<Provider, gemm_provider::eigen>)
+    Eigen::setNbThreads(ctx.threads());
+  else
+    provider_set_threads(Provider{}, ctx.threads());
+  applied.store(ctx.threads(), std::memory_order_relaxed);
+}
+
 }  // namespace detail
 
-/// dst = lhs · rhs, or dst += lhs · rhs with `accumulate`, by Backend's GEMM provider.
-/// Shapes: lhs [m, k], rhs [k, n], dst [m, n] (resized by the caller; it must not alias an
-/// operand). Operands: dense matrices, blocks, maps, Refs and their transposes of one real
-/// scalar type; `scratch` holds Eigen's packing buffers (BLAS providers keep their own).
-/// Cost: 2·m·n·k flops.
-template <class Backend, class Dst, class Lhs, class Rhs, class T>
-void gemm(Backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs, const Eigen::MatrixBase<Rhs>& rhs,
-          GemmScratch<T>& scratch, bool accumulate = false) {
-  static_assert(backend::is_host<Backend>,
-                "ops::gemm: a CPU backend (backend::scalar or backend::simd<Arch, Gemm>)");
+/// dst = lhs · rhs, or dst += lhs · rhs with `accumulate`, by the context's backend's GEMM
+/// provider on ctx.threads() threads. Shapes: lhs [m, k], rhs [k, n], dst [m, n] (sized by the
+/// caller; it must not alias an operand). Operands: dense matrices, blocks, maps, Refs and their
+/// transposes of one real scalar type; `scratch` holds Eigen's packing buffers (BLAS providers
+/// keep their own). Cost: 2·m·n·k flops.
+template <class Backend, class Lhs, class Rhs, class Dst, class T>
+requires backend::is_host<Backend>
+void gemm(const Context<Backend>& ctx, const Eigen::MatrixBase<Lhs>& lhs,
+          const Eigen::MatrixBase<Rhs>& rhs, Dst&& dst, GemmScratch<T>& scratch,
+          bool accumulate = false) {
   using Provider = typename Backend::gemm;
   static_assert(gemm_provider::is_available<Provider>,
                 "ops::gemm: this GEMM provider's library is not part of the build (link "
                 "nlbudget::openblas or nlbudget::blis)");
+  detail::apply_threads(ctx);
   if constexpr (!std::is_same_v<Provider, gemm_provider::eigen>) {
-    if (detail::try_small_gemm<Backend>(dst, lhs.derived(), rhs.derived(), accumulate))
+    if (detail::try_small_gemm(ctx, dst, lhs.derived(), rhs.derived(), accumulate))
       return;
     if (detail::try_blas_gemm<Provider>(dst, lhs.derived(), rhs.derived(), accumulate))
       return;
   }
-  if (detail::try_parallel_vector_product(dst, lhs.derived(), rhs.derived(), accumulate))
+  if (detail::try_parallel_vector_product(ctx.threads(), dst, lhs.derived(), rhs.derived(),
+                                          accumulate))
     return;
   nlb::gemm(dst, lhs, rhs, scratch, accumulate);
 }
 
-/// dst = lhs · rhs + 1 · bias (the row vector `bias` added to every row), by Backend's provider.
-/// With Eigen: the product, then the bias (exactly the arithmetic of
+/// dst = lhs · rhs + 1 · bias (the row vector `bias` added to every row), by the backend's
+/// provider. With Eigen: the product, then the bias (exactly the arithmetic of
 /// `dst.noalias() = lhs * rhs; dst.rowwise() += bias`); with BLAS: the bias broadcast into dst,
 /// then one accumulating GEMM (no second pass over dst). Shapes as gemm, bias [1, n].
-template <class Backend, class Dst, class Lhs, class Rhs, class Bias, class T>
-void gemm_bias(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs,
-               const Eigen::MatrixBase<Rhs>& rhs, const Eigen::MatrixBase<Bias>& bias,
+template <class Backend, class Lhs, class Rhs, class Bias, class Dst, class T>
+requires backend::is_host<Backend>
+void gemm_bias(const Context<Backend>& ctx, const Eigen::MatrixBase<Lhs>& lhs,
+               const Eigen::MatrixBase<Rhs>& rhs, const Eigen::MatrixBase<Bias>& bias, Dst&& dst,
                GemmScratch<T>& scratch) {
   eigen_assert(bias.rows() == 1 && bias.cols() == rhs.cols());
   const auto bias_row = bias.derived().row(0);  // a [1, n] matrix or a row vector
   if constexpr (std::is_same_v<typename Backend::gemm, gemm_provider::eigen>) {
-    gemm(backend, dst, lhs, rhs, scratch);
+    gemm(ctx, lhs, rhs, dst, scratch);
     dst.rowwise() += bias_row;
   } else {
     dst.rowwise() = bias_row;
-    gemm(backend, dst, lhs, rhs, scratch, /*accumulate=*/true);
+    gemm(ctx, lhs, rhs, dst, scratch, /*accumulate=*/true);
   }
 }
 
 /// gemm and gemm_bias with a MappedMatrix right operand (storage::mapped weights): the same
 /// product on its Eigen::Map.
-template <class Backend, class Dst, class Lhs, class T, int Rows, int Cols>
-void gemm(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs,
-          const MappedMatrix<T, Rows, Cols>& rhs, GemmScratch<T>& scratch,
+template <class Backend, class Lhs, class T, int Rows, int Cols, class Dst>
+requires backend::is_host<Backend>
+void gemm(const Context<Backend>& ctx, const Eigen::MatrixBase<Lhs>& lhs,
+          const MappedMatrix<T, Rows, Cols>& rhs, Dst&& dst, GemmScratch<T>& scratch,
           bool accumulate = false) {
-  gemm(backend, std::forward<Dst>(dst), lhs, rhs.map(), scratch, accumulate);
+  gemm(ctx, lhs, rhs.map(), std::forward<Dst>(dst), scratch, accumulate);
 }
-template <class Backend, class Dst, class Lhs, class T, int Rows, int Cols, class Bias>
-void gemm_bias(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs,
+template <class Backend, class Lhs, class T, int Rows, int Cols, class Bias, class Dst>
+requires backend::is_host<Backend>
+void gemm_bias(const Context<Backend>& ctx, const Eigen::MatrixBase<Lhs>& lhs,
                const MappedMatrix<T, Rows, Cols>& rhs, const Eigen::MatrixBase<Bias>& bias,
-               GemmScratch<T>& scratch) {
-  gemm_bias(backend, std::forward<Dst>(dst), lhs, rhs.map(), bias, scratch);
+               Dst&& dst, GemmScratch<T>& scratch) {
+  gemm_bias(ctx, lhs, rhs.map(), bias, std::forward<Dst>(dst), scratch);
 }
 
-/// True when Backend's products really run in its provider's library: false for a BLAS provider
-/// whose library found no kernels for this CPU (its products then run in Eigen; see above).
+/// dst (+)= lhs · rhsᵀ: gemm with the right operand transposed (rhs [n, k]; any right operand
+/// gemm takes, e.g. the unembedding's weights or a head's keys).
+template <class Backend, class Lhs, class Rhs, class Dst, class T>
+requires backend::is_host<Backend>
+void gemm_nt(const Context<Backend>& ctx, const Lhs& lhs, const Rhs& rhs, Dst&& dst,
+             GemmScratch<T>& scratch, bool accumulate = false) {
+  gemm(ctx, lhs, rhs.transpose(), std::forward<Dst>(dst), scratch, accumulate);
+}
+
+/// True when the backend's products really run in its provider's library: false for a BLAS
+/// provider whose library found no kernels for this CPU (its products then run in Eigen; see
+/// above).
 template <class Backend>
 bool gemm_provider_in_use(Backend) {
   using Provider = typename Backend::gemm;
@@ -269,30 +302,6 @@ bool gemm_provider_in_use(Backend) {
     return true;
   else
     return detail::provider_usable(Provider{});
-}
-
-/// Sets how many threads Backend's GEMM provider uses for one product (OpenBLAS's and BLIS's
-/// thread pools, Eigen's OpenMP threads when the program is built with OpenMP), and how many
-/// OpenMP threads a vector result is split over (every provider; with OpenMP only).
-/// Process-wide.
-template <class Backend>
-void set_gemm_threads(Backend, int threads) {
-  using Provider = typename Backend::gemm;
-  static_assert(gemm_provider::is_available<Provider>,
-                "ops::set_gemm_threads: this GEMM provider's library is not part of the build");
-  detail::vector_product_threads().store(std::max(1, threads), std::memory_order_relaxed);
-  if constexpr (std::is_same_v<Provider, gemm_provider::eigen>)
-    Eigen::setNbThreads(threads);
-  else
-    detail::provider_set_threads(Provider{}, threads);
-}
-
-/// Whether products of 2 … detail::small_gemm_max_rows rows (row-major operands, BLAS providers
-/// only) run in kernels::small_gemm instead of the provider: on by default where that row count
-/// is non-zero. Off gives the provider every product (the benchmarks' side-by-side comparison).
-/// Process-wide.
-inline void set_small_gemm(bool enabled) {
-  detail::small_gemm_enabled().store(enabled, std::memory_order_relaxed);
 }
 
 }  // namespace nlb::ops

@@ -3,7 +3,7 @@
 //
 // - One-row products (batch-1 decoding, memory-bound): the kernels of
 //   nlb/kernels/half_weights.hpp read each 16-bit weight once and widen it in registers, split by
-//   output entries over threads like the float vector products (set_gemm_threads).
+//   output entries over the context's threads like the float vector products.
 // - Larger products (prefill, compute-bound): the weights are widened panel by panel into the
 //   scratch (a block of columns of W, or of rows of Wᵀ, of about widened_panel_values floats)
 //   and each panel is multiplied by Backend's float GEMM provider. The widening runs on the
@@ -73,8 +73,9 @@ void for_each_widened_panel(Backend backend, const HalfMatrix<H>& w, GemmScratch
 // the row kernels, split by output entries over threads; more rows by widened panels of
 // columns of w (or rows, transposed) and the float provider.
 template <bool Transposed, class Backend, class Dst, class Lhs, class H>
-void half_product(Backend backend, Dst&& dst, const Lhs& lhs, const HalfMatrix<H>& w,
+void half_product(const Context<Backend>& ctx, Dst&& dst, const Lhs& lhs, const HalfMatrix<H>& w,
                   GemmScratch<float>& scratch, bool accumulate) {
+  const Backend backend;
   const Index k = Transposed ? w.cols() : w.rows(), n = Transposed ? w.rows() : w.cols();
   check_half_product(lhs, k, n, dst);
   if (lhs.rows() == 1) {
@@ -88,16 +89,16 @@ void half_product(Backend backend, Dst&& dst, const Lhs& lhs, const HalfMatrix<H
         kernels::half_vecmat(backend, x.data(), w.data() + begin, k, n, y.data() + begin,
                              end - begin, accumulate);
     };
-    if (!split_output_ranges(n, k * n, 16, run))
+    if (!split_output_ranges(ctx.threads(), n, k * n, 16, run))
       run(0, n);
     return;
   }
   for_each_widened_panel<Transposed>(backend, w, scratch, [&](Index j, const auto& panel) {
     if constexpr (Transposed)
-      ops::gemm(backend, dst.middleCols(j, panel.rows()), lhs, panel.transpose(), scratch,
+      ops::gemm(ctx, lhs, panel.transpose(), dst.middleCols(j, panel.rows()), scratch,
                 accumulate);
     else
-      ops::gemm(backend, dst.middleCols(j, panel.cols()), lhs, panel, scratch, accumulate);
+      ops::gemm(ctx, lhs, panel, dst.middleCols(j, panel.cols()), scratch, accumulate);
   });
 }
 
@@ -105,31 +106,36 @@ void half_product(Backend backend, Dst&& dst, const Lhs& lhs, const HalfMatrix<H
 
 /// dst (+ with `accumulate`)= lhs · rhs for 16-bit weights rhs [k, n]; lhs [m, k] and dst
 /// [m, n] float (dst must not alias lhs). m = 1: rhs read once, widened in registers; m > 1:
-/// panels widened into `scratch` and multiplied by Backend's GEMM provider. Cost 2·m·k·n flops.
-template <class Backend, class Dst, class Lhs, class H>
-void gemm(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs, const HalfMatrix<H>& rhs,
-          GemmScratch<float>& scratch, bool accumulate = false) {
-  detail::half_product<false>(backend, dst, lhs.derived(), rhs, scratch, accumulate);
+/// panels widened into `scratch` and multiplied by the backend's GEMM provider. Cost 2·m·k·n
+/// flops.
+template <class Backend, class Lhs, class H, class Dst>
+requires backend::is_host<Backend>
+void gemm(const Context<Backend>& ctx, const Eigen::MatrixBase<Lhs>& lhs, const HalfMatrix<H>& rhs,
+          Dst&& dst, GemmScratch<float>& scratch, bool accumulate = false) {
+  detail::half_product<false>(ctx, dst, lhs.derived(), rhs, scratch, accumulate);
 }
 
 /// dst (+ with `accumulate`)= lhs · rhsᵀ for 16-bit weights rhs [n, k] (`w.transpose()`), e.g.
 /// the logits of tied embeddings. m = 1: one dot product per row of rhs; m > 1: rows of rhs
 /// widened panel by panel. Shapes and cost as above.
-template <class Backend, class Dst, class Lhs, class H>
-void gemm(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs,
-          const HalfTransposed<H>& rhs, GemmScratch<float>& scratch, bool accumulate = false) {
-  detail::half_product<true>(backend, dst, lhs.derived(), rhs.matrix, scratch, accumulate);
+template <class Backend, class Lhs, class H, class Dst>
+requires backend::is_host<Backend>
+void gemm(const Context<Backend>& ctx, const Eigen::MatrixBase<Lhs>& lhs,
+          const HalfTransposed<H>& rhs, Dst&& dst, GemmScratch<float>& scratch,
+          bool accumulate = false) {
+  detail::half_product<true>(ctx, dst, lhs.derived(), rhs.matrix, scratch, accumulate);
 }
 
 /// dst = lhs · rhs + bias (the row vector `bias` in every row) for 16-bit weights rhs [k, n]:
 /// the bias broadcast into dst, then one accumulating product. Shapes as gemm, bias [1, n].
-template <class Backend, class Dst, class Lhs, class H, class Bias>
-void gemm_bias(Backend backend, Dst&& dst, const Eigen::MatrixBase<Lhs>& lhs,
-               const HalfMatrix<H>& rhs, const Eigen::MatrixBase<Bias>& bias,
+template <class Backend, class Lhs, class H, class Bias, class Dst>
+requires backend::is_host<Backend>
+void gemm_bias(const Context<Backend>& ctx, const Eigen::MatrixBase<Lhs>& lhs,
+               const HalfMatrix<H>& rhs, const Eigen::MatrixBase<Bias>& bias, Dst&& dst,
                GemmScratch<float>& scratch) {
   eigen_assert(bias.rows() == 1 && bias.cols() == rhs.cols());
   dst.rowwise() = bias.derived().row(0);
-  gemm(backend, dst, lhs, rhs, scratch, /*accumulate=*/true);
+  gemm(ctx, lhs, rhs, dst, scratch, /*accumulate=*/true);
 }
 
 }  // namespace nlb::ops

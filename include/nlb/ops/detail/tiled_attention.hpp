@@ -1,5 +1,5 @@
-// Causal softmax attention of one head in tiles, without its [T, S] score matrix. Internal to
-// nlb/attention (DenseAttention, SDAttention and FactoredAttention share it).
+// Causal softmax attention of one head in tiles, without its [T, S] score matrix: the CPU
+// implementation of ops::causal_attention (nlb/ops/attention.hpp). Internal to nlb/ops.
 //
 // The queries go in tiles of `tiles.queries` rows; for each, the keys it may attend to go in
 // tiles of `tiles.keys` rows. A key tile's scores are one GEMM; the softmax over a row is
@@ -18,11 +18,13 @@
 #include <limits>
 #include <vector>
 
-#include "nlb/core.hpp"
+#include "nlb/core/context.hpp"
+#include "nlb/core/matrix.hpp"
+#include "nlb/core/scratch_matrix.hpp"
 #include "nlb/kernels/softmax.hpp"
 #include "nlb/ops/gemm.hpp"
 
-namespace nlb::detail {
+namespace nlb::ops::detail {
 
 /// Tile sizes of tiled_causal_attention. The defaults keep a score tile (64 KiB of float) and
 /// the key and value tiles it multiplies in L2; measured in bench_attention (BM_attention_block).
@@ -45,11 +47,12 @@ struct TiledAttentionScratch {
 /// [T, d_v] (must not alias an operand); query i attends to keys j <= past + i. scale > 0.
 /// Cost: about 2·T·(past + T/2)·(w + d_v) flops plus one exp per causal score.
 template <class Backend, class T>
-void tiled_causal_attention(Backend backend, const Eigen::Ref<const RowMatrix<T>>& q,
+void tiled_causal_attention(const Context<Backend>& ctx, const Eigen::Ref<const RowMatrix<T>>& q,
                             const Eigen::Ref<const RowMatrix<T>>& k,
                             const Eigen::Ref<const RowMatrix<T>>& v, T scale, Index past,
                             Eigen::Ref<RowMatrix<T>> out, TiledAttentionScratch<T>& ws,
                             GemmScratch<T>& gemm, AttentionTiles tiles = {}) {
+  const Backend backend;
   const Index rows = q.rows();
   eigen_assert(k.rows() == past + rows && v.rows() == k.rows() && k.cols() == q.cols());
   eigen_assert(out.rows() == rows && out.cols() == v.cols());
@@ -65,7 +68,7 @@ void tiled_causal_attention(Backend backend, const Eigen::Ref<const RowMatrix<T>
     for (Index j0 = 0; j0 < end; j0 += tiles.keys) {
       const Index nk = std::min(tiles.keys, end - j0);
       auto s = ws.scores.view(n, nk);  // [n, nk]
-      ops::gemm(backend, s, q.middleRows(i0, n), k.middleRows(j0, nk).transpose(), gemm);
+      ops::gemm_nt(ctx, q.middleRows(i0, n), k.middleRows(j0, nk), s, gemm);
       for (Index r = 0; r < n; ++r) {
         const Index limit = std::min(nk, past + i0 + r + 1 - j0);  // keys row r sees here
         const auto ri = static_cast<std::size_t>(r);
@@ -88,11 +91,11 @@ void tiled_causal_attention(Backend backend, const Eigen::Ref<const RowMatrix<T>
           ws.sum[ri] += state.sum;
         }
       }
-      ops::gemm(backend, acc, s, v.middleRows(j0, nk), gemm, /*accumulate=*/j0 > 0);
+      ops::gemm(ctx, s, v.middleRows(j0, nk), acc, gemm, /*accumulate=*/j0 > 0);
     }
     for (Index r = 0; r < n; ++r)
       acc.row(r) *= T(1) / ws.sum[static_cast<std::size_t>(r)];
   }
 }
 
-}  // namespace nlb::detail
+}  // namespace nlb::ops::detail
