@@ -3,6 +3,9 @@
 // its work is the ops layer's products, rotary positions and causal attention (DESIGN.md §4).
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <algorithm>
 #include <cmath>
 #include <string>

@@ -10,6 +10,9 @@
 // host members.
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <cmath>
 #include <string>
 #include <string_view>

@@ -5,6 +5,9 @@
 // truncated or whose symmetric part was replaced is another pair (A_h, B_h) of any width.
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <algorithm>
 #include <cmath>
 #include <string>

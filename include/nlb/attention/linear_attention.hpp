@@ -5,6 +5,9 @@
 // backend: the prefix sums are the ops layer's (ops::linear_attention).
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <string>
 #include <type_traits>
 #include <utility>

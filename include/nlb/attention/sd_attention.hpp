@@ -4,6 +4,9 @@
 // DenseAttention inside nlb::Block.
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <algorithm>
 #include <cmath>
 #include <string>

@@ -5,6 +5,9 @@
 // (from_matrix) and the analysis forms (dense, scores) are host members.
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <algorithm>
 #include <cmath>
 #include <string>

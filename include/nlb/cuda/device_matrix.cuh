@@ -117,6 +117,8 @@ class DeviceMatrix {
   }
   DeviceView<T> topRows(Index count) { return view().topRows(count); }
   DeviceView<const T> topRows(Index count) const { return view().topRows(count); }
+  DeviceView<T> bottomRows(Index count) { return view().bottomRows(count); }
+  DeviceView<const T> bottomRows(Index count) const { return view().bottomRows(count); }
   DeviceView<T> middleCols(Index begin, Index count) { return view().middleCols(begin, count); }
   DeviceView<const T> middleCols(Index begin, Index count) const {
     return view().middleCols(begin, count);

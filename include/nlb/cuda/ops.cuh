@@ -9,6 +9,12 @@
 // run on the device and, in the host-system build (detail/config.cuh), as host loops.
 #pragma once
 
+// The components call the ops by qualified name (ops::gemm, …); such a call in a template sees only
+// the overloads declared before the template, so these must come before any component header.
+#if defined(NLB_OPS_CALLERS_INCLUDED)
+#error "nlb/cuda: include <nlb/cuda.cuh> (or nlb/cuda/ops.cuh) before the component and model headers"
+#endif
+
 #include <thrust/device_vector.h>
 #include <thrust/partition.h>
 #include <thrust/sequence.h>

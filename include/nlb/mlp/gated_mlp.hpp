@@ -4,6 +4,9 @@
 // (DESIGN.md §4).
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <cmath>
 #include <type_traits>
 #include <utility>

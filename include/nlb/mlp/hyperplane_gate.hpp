@@ -4,6 +4,9 @@
 // every backend (DESIGN.md §4); fitting and calibration run on the host, in double.
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>

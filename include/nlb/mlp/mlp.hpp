@@ -2,6 +2,9 @@
 // every backend: its work is two ops::gemm_bias and one ops::transform (DESIGN.md §4).
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <type_traits>
 #include <utility>
 

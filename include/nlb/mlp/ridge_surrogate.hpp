@@ -3,6 +3,9 @@
 // every backend (DESIGN.md §4); fitting runs on the host, in double.
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>

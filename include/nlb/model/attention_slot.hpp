@@ -1,7 +1,7 @@
 // What a loaded (Dynamic-size) model's layer runs as its attention: standard dense attention,
 // S–D attention with a diagonal or a scalar filter (PAPERS §B2), or ELU+1 linear attention
 // (PAPERS §B3), chosen at run time so tools can swap one layer and measure (DESIGN.md §3).
-// The attention counterpart of MlpSlot.
+// The attention counterpart of MlpSlot; written once for every backend.
 #pragma once
 
 #include <string>
@@ -45,10 +45,10 @@ class AttentionSlot {
   using Scalar = T;
   using backend_type = Backend;
   static constexpr int size = Dynamic;
-  using Input = Activations<T>;
-  using Output = Activations<T>;
-  using AnyInput = Activations<T>;
-  using AnyOutput = Activations<T>;
+  using ConstView = typename storage_traits<Backend, T>::const_view;
+  using View = typename storage_traits<Backend, T>::view;
+  template <class B>
+  using on_backend = AttentionSlot<T, B>;
 
   using Dense = DenseAttention<T, Dynamic, Backend>;
   using Routing = SkewSymmetricRouting<T, Dynamic, Backend>;
@@ -69,11 +69,21 @@ class AttentionSlot {
   requires std::is_constructible_v<Variant, Kind&&> AttentionSlot(Kind&& kind)
       : kind_(std::forward<Kind>(kind)) {}  // NOLINT: implicit by design
 
+  /// The same slot on another backend: the held kind copied into this backend's storage.
+  template <class From>
+  requires(!std::is_same_v<From, Backend>) explicit AttentionSlot(
+      const AttentionSlot<T, From>& other)
+      : kind_(std::visit(
+            [](const auto& kind) -> Variant {
+              return on_backend_t<Backend, std::decay_t<decltype(kind)>>(kind);
+            },
+            other.kind())) {}
+
   /// Y = this layer's attention(X), X, Y [T, d], with the held kind's KV-cache semantics
   /// (Linear throws ArgumentError when given a cache). Shape errors as the held kind's.
   /// Defined below the class (not inline), so that nlb_model_instances can compile it once.
-  void forward(const Eigen::Ref<const AnyInput>& X, Eigen::Ref<AnyOutput> Y, Workspace& ws,
-               KVCacheLayer<T>* cache = nullptr) const;
+  void forward(Context<Backend>& ctx, const ConstView& X, View Y, Workspace& ws,
+               KVCacheLayerOf<T, Backend>* cache = nullptr) const;
 
   /// Width d.
   Index features() const {
@@ -131,13 +141,12 @@ class AttentionSlot {
 };
 
 template <class T, class Backend>
-void AttentionSlot<T, Backend>::forward(const Eigen::Ref<const AnyInput>& X,
-                                        Eigen::Ref<AnyOutput> Y, Workspace& ws,
-                                        KVCacheLayer<T>* cache) const {
+void AttentionSlot<T, Backend>::forward(Context<Backend>& ctx, const ConstView& X, View Y,
+                                        Workspace& ws, KVCacheLayerOf<T, Backend>* cache) const {
   std::visit(
       [&](const auto& attn) {
         using Kind = std::decay_t<decltype(attn)>;
-        attn.forward(X, Y, std::get<typename Kind::Workspace>(ws.parts), cache);
+        attn.forward(ctx, X, Y, std::get<typename Kind::Workspace>(ws.parts), cache);
       },
       kind_);
 }

@@ -3,6 +3,9 @@
 // parts' forward calls and the ops layer's LayerNorm and adds (DESIGN.md §4).
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <type_traits>
 #include <utility>
 
@@ -166,7 +169,9 @@ class Block {
     if constexpr (requires { mlp_.is_full(); })
       return mlp_.is_full();  // MlpSlot
     else
-      return requires { mlp_.hidden_features(); };  // Mlp
+      return requires {
+        mlp_.hidden_features();
+      };  // Mlp
   }
 
  private:

@@ -1,6 +1,9 @@
 // Next-token cross-entropy and the perplexity protocol of `nlb eval` (PAPERS §A2).
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,30 +14,23 @@
 
 #include "nlb/core.hpp"
 #include "nlb/kernels/log_sum_exp.hpp"
+#include "nlb/ops/loss.hpp"
+#include "nlb/ops/scratch.hpp"
 
 namespace nlb {
 
 /// Per-position next-token loss of one window: for t in [0, T−1),
 /// loss[t] = logsumexp(logits[t, :]) − logits[t, tokens[t + 1]], returned in double; the
 /// log-sum-exp is kernels::log_sum_exp for `Backend` (the scalar backend computes in double,
-/// the SIMD one in the logits' type with double sums). logits [T, vocab] (a row-major matrix is
-/// read in place, anything else is copied into one); returns [T − 1]. O(T · vocab).
+/// the SIMD one in the logits' type with double sums). logits [T, vocab] on the host (a row-major
+/// matrix is read in place, anything else is copied into one); returns [T − 1]. O(T · vocab).
+/// ops::next_token_losses is the same on every backend's own logits.
 template <class Backend = backend::cpu, class Derived>
 std::vector<double> next_token_losses(const Eigen::MatrixBase<Derived>& logits,
                                       std::span<const std::int32_t> tokens) {
-  using T = typename Derived::Scalar;
-  check_dim("next_token_losses: logits rows (tokens)", static_cast<Index>(tokens.size()),
-            logits.rows());
   std::vector<double> loss;
-  if (tokens.size() < 2)
-    return loss;
-  const Eigen::Ref<const RowMatrix<T>> rows(logits.derived());
-  loss.reserve(tokens.size() - 1);
-  for (Index t = 0; t + 1 < rows.rows(); ++t) {
-    const T* row = rows.data() + t * rows.outerStride();
-    const double lse = kernels::log_sum_exp(Backend{}, row, rows.cols());
-    loss.push_back(lse - static_cast<double>(row[tokens[static_cast<std::size_t>(t + 1)]]));
-  }
+  ops::HostScratch<typename Derived::Scalar> unused;
+  ops::next_token_losses(Context<Backend>{}, logits.derived(), tokens, loss, unused);
   return loss;
 }
 
@@ -48,13 +44,17 @@ struct PerplexityResult {
   std::vector<double> window_loss_sums;  // per window, for bootstrap intervals
 };
 
-namespace detail {
-// The `nlb eval` protocol (below) with the logits of a window from forward(window, logits).
-template <class T, class Forward>
-PerplexityResult windowed_perplexity(std::span<const std::int32_t> tokens, Index context,
-                                     Index max_windows,
-                                     const std::function<void(Index, Index)>& progress,
-                                     Forward&& forward) {
+/// The `nlb eval` protocol: split `tokens` into consecutive non-overlapping windows of `context`
+/// tokens (a shorter last window is dropped), keep the first `max_windows` (all if ≤ 0), predict
+/// every position but the first of each window; PPL = exp(mean cross-entropy). `progress(done,
+/// total)` is called after each window. Every window runs in one workspace, and its losses are
+/// computed where the model runs (on a device only they are read back: one wait per window).
+/// Throws ArgumentError when no full window fits.
+template <class Model>
+PerplexityResult evaluate_perplexity(Context<typename Model::backend_type>& ctx, const Model& model,
+                                     std::span<const std::int32_t> tokens, Index context,
+                                     Index max_windows = 0,
+                                     const std::function<void(Index, Index)>& progress = {}) {
   if (context < 2) {
     throw ArgumentError(
         detail::expected_found("evaluate_perplexity: context", "at least 2", context));
@@ -70,13 +70,16 @@ PerplexityResult windowed_perplexity(std::span<const std::int32_t> tokens, Index
   PerplexityResult r;
   r.windows = windows;
   r.context = context;
-  RowMatrix<T> logits;
+  typename Model::Workspace ws;
+  typename Model::Logits logits;
+  std::vector<double> loss;
   double total = 0;
   for (Index w = 0; w < windows; ++w) {
     const auto window =
         tokens.subspan(static_cast<std::size_t>(w * context), static_cast<std::size_t>(context));
-    forward(window, logits);
-    const auto loss = next_token_losses(logits, window);
+    model.forward(ctx, window, logits, ws);
+    loss.clear();
+    ops::next_token_losses(ctx, logits, window, loss, ws.head);
     double sum = 0;
     for (double l : loss)
       sum += l;
@@ -89,33 +92,6 @@ PerplexityResult windowed_perplexity(std::span<const std::int32_t> tokens, Index
   r.mean_loss = total / static_cast<double>(r.predicted_tokens);
   r.ppl = std::exp(r.mean_loss);
   return r;
-}
-}  // namespace detail
-
-/// The `nlb eval` protocol: split `tokens` into consecutive non-overlapping windows of `context`
-/// tokens (a shorter last window is dropped), keep the first `max_windows` (all if ≤ 0), predict
-/// every position but the first of each window; PPL = exp(mean cross-entropy). `progress(done,
-/// total)` is called after each window. Throws ArgumentError when no full window fits.
-/// A model with a Workspace type (Transformer) runs every window in one workspace.
-template <class Model>
-PerplexityResult evaluate_perplexity(const Model& model, std::span<const std::int32_t> tokens,
-                                     Index context, Index max_windows = 0,
-                                     const std::function<void(Index, Index)>& progress = {}) {
-  using T = typename Model::Scalar;
-  if constexpr (requires { typename Model::Workspace; }) {
-    typename Model::Workspace ws;
-    return detail::windowed_perplexity<T>(
-        tokens, context, max_windows, progress,
-        [&](std::span<const std::int32_t> window, RowMatrix<T>& logits) {
-          model.forward(window, logits, ws);
-        });
-  } else {
-    return detail::windowed_perplexity<T>(
-        tokens, context, max_windows, progress,
-        [&](std::span<const std::int32_t> window, RowMatrix<T>& logits) {
-          model.forward(window, logits);
-        });
-  }
 }
 
 }  // namespace nlb

@@ -1,5 +1,6 @@
 // What a loaded (Dynamic-size) model's layer runs as its MLP: the full Mlp, a RidgeSurrogate
 // or a GatedMLP, chosen at run time so tools can swap one layer and measure (DESIGN.md §3).
+// Written once for every backend: MlpSlot<T, backend::cuda> holds the same kinds on the device.
 #pragma once
 
 #include <utility>
@@ -28,13 +29,17 @@ class MlpSlot {
   using GatedTanh = GatedMLP<MlpTanh, Surrogate, Gate>;
   using GatedErf = GatedMLP<MlpErf, Surrogate, Gate>;
   using Variant = std::variant<MlpTanh, MlpErf, Surrogate, GatedTanh, GatedErf>;
+  using ConstView = typename storage_traits<Backend, T>::const_view;
+  using View = typename storage_traits<Backend, T>::view;
+  template <class B>
+  using on_backend = MlpSlot<T, B>;
 
   /// Scratch memory for forward(): one workspace per kind (only the used one grows). Reuse it
   /// across calls: a batch no larger than an earlier one then allocates nothing.
   struct Workspace {
     typename MlpTanh::Workspace tanh;
     typename MlpErf::Workspace erf;
-    GemmScratch<T> surrogate;
+    typename Surrogate::Workspace surrogate;
     typename GatedTanh::Workspace gated_tanh;
     typename GatedErf::Workspace gated_erf;
   };
@@ -44,23 +49,23 @@ class MlpSlot {
   requires std::is_constructible_v<Variant, Kind&&> MlpSlot(Kind&& kind)
       : kind_(std::forward<Kind>(kind)) {}  // NOLINT: implicit by design
 
+  /// The same slot on another backend: the held kind copied into this backend's storage.
+  template <class From>
+  requires(!std::is_same_v<From, Backend>) explicit MlpSlot(const MlpSlot<T, From>& other)
+      : kind_(std::visit(
+            [](const auto& kind) -> Variant {
+              return on_backend_t<Backend, std::decay_t<decltype(kind)>>(kind);
+            },
+            other.kind())) {}
+
   /// Y = this layer's MLP(X). X, Y [T, d]. Returns the rows per path (all full for an MLP, all
   /// linear for a surrogate, the gate's split for a gated MLP): the contract of every MLP kind.
   /// Defined below the class (not inline), so that nlb_model_instances can compile it once.
-  RouteCounts forward(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
-                      Workspace& ws) const;
-
-  /// forward() with a temporary workspace.
-  RouteCounts forward(const Eigen::Ref<const Activations<T>>& X,
-                      Eigen::Ref<Activations<T>> Y) const {
-    Workspace ws;
-    return forward(X, Y, ws);
-  }
+  RouteCounts forward(Context<Backend>& ctx, const ConstView& X, View Y, Workspace& ws) const;
 
   /// Y = the held full MLP(X) (either activation), for a gated override that routes rows to the
   /// layer's own MLP (Block::forward). Throws ArgumentError when the slot holds another kind.
-  void forward_full(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<Activations<T>> Y,
-                    Workspace& ws) const;
+  void forward_full(Context<Backend>& ctx, const ConstView& X, View Y, Workspace& ws) const;
 
   /// Width d (input and output).
   Index features() const {
@@ -77,7 +82,9 @@ class MlpSlot {
  private:
   template <class Kind>
   static auto& workspace_of(Workspace& ws) {
-    if constexpr (std::is_same_v<Kind, MlpTanh>) {
+    if constexpr (std::is_same_v<Kind, Surrogate>) {
+      return ws.surrogate;
+    } else if constexpr (std::is_same_v<Kind, MlpTanh>) {
       return ws.tanh;
     } else if constexpr (std::is_same_v<Kind, MlpErf>) {
       return ws.erf;
@@ -93,27 +100,23 @@ class MlpSlot {
 };
 
 template <class T, class Backend>
-RouteCounts MlpSlot<T, Backend>::forward(const Eigen::Ref<const Activations<T>>& X,
-                                         Eigen::Ref<Activations<T>> Y, Workspace& ws) const {
+RouteCounts MlpSlot<T, Backend>::forward(Context<Backend>& ctx, const ConstView& X, View Y,
+                                         Workspace& ws) const {
   return std::visit(
       [&](const auto& mlp) -> RouteCounts {
         using Kind = std::decay_t<decltype(mlp)>;
-        if constexpr (std::is_same_v<Kind, Surrogate>) {
-          return mlp.forward(X, Y, ws.surrogate);
-        } else {
-          return mlp.forward(X, Y, workspace_of<Kind>(ws));
-        }
+        return mlp.forward(ctx, X, Y, workspace_of<Kind>(ws));
       },
       kind_);
 }
 
 template <class T, class Backend>
-void MlpSlot<T, Backend>::forward_full(const Eigen::Ref<const Activations<T>>& X,
-                                       Eigen::Ref<Activations<T>> Y, Workspace& ws) const {
+void MlpSlot<T, Backend>::forward_full(Context<Backend>& ctx, const ConstView& X, View Y,
+                                       Workspace& ws) const {
   if (const auto* m = std::get_if<MlpTanh>(&kind_)) {
-    m->forward(X, Y, ws.tanh);
+    m->forward(ctx, X, Y, ws.tanh);
   } else if (const auto* e = std::get_if<MlpErf>(&kind_)) {
-    e->forward(X, Y, ws.erf);
+    e->forward(ctx, X, Y, ws.erf);
   } else {
     throw ArgumentError(detail::expected_found("MlpSlot::forward_full: the layer's MLP slot",
                                                "a full MLP", "a surrogate or gated MLP"));

@@ -1,6 +1,9 @@
 // Next-token choice for generation: greedy, or top-k sampling with a temperature and a seed.
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +14,7 @@
 
 #include "nlb/core.hpp"
 #include "nlb/model/taps.hpp"
+#include "nlb/ops/rows.hpp"
 
 namespace nlb {
 
@@ -83,30 +87,40 @@ class TokenSampler {
 /// "<|endoftext|>" is seen, then the run ends). Returns the new tokens only, the refused one
 /// included. One workspace serves every step, so after the first decoded token a step
 /// allocates nothing in the model (the sampler's top-k path keeps its own buffers per call).
+/// The last row of logits is read to the host per step (on a device: one wait per token).
 template <class Model, class OnToken>
-std::vector<std::int32_t> generate(const Model& model, std::span<const std::int32_t> prompt,
-                                   Index count, TokenSampler& sampler, OnToken&& on_token) {
+std::vector<std::int32_t> generate(Context<typename Model::backend_type>& ctx, const Model& model,
+                                   std::span<const std::int32_t> prompt, Index count,
+                                   TokenSampler& sampler, OnToken&& on_token) {
   auto cache = model.make_cache();
   typename Model::Workspace ws;
-  RowMatrix<typename Model::Scalar> logits;
-  model.forward(prompt, logits, ws, NoTaps{}, &cache);
+  typename Model::Logits logits;
+  const auto last_row = [&] {
+    if constexpr (backend::is_host<typename Model::backend_type>)
+      return logits.row(logits.rows() - 1);
+    else
+      return ops::to_host(ctx, logits.bottomRows(1));
+  };
+  model.forward(ctx, prompt, logits, ws, NoTaps{}, &cache);
   std::vector<std::int32_t> out;
   out.reserve(static_cast<std::size_t>(std::max<Index>(count, 0)));
   for (Index i = 0; i < count; ++i) {
-    const std::int32_t next = sampler.next(logits.row(logits.rows() - 1));
+    const std::int32_t next = sampler.next(last_row());
     out.push_back(next);
     if (!on_token(next) || cache.length() >= cache.capacity() || i + 1 == count)
       break;
-    model.forward(std::span<const std::int32_t>(&out.back(), 1), logits, ws, NoTaps{}, &cache);
+    model.forward(ctx, std::span<const std::int32_t>(&out.back(), 1), logits, ws, NoTaps{},
+                  &cache);
   }
   return out;
 }
 
 /// generate() without a callback: exactly `count` tokens unless the context fills first.
 template <class Model>
-std::vector<std::int32_t> generate(const Model& model, std::span<const std::int32_t> prompt,
-                                   Index count, TokenSampler& sampler) {
-  return generate(model, prompt, count, sampler, [](std::int32_t) { return true; });
+std::vector<std::int32_t> generate(Context<typename Model::backend_type>& ctx, const Model& model,
+                                   std::span<const std::int32_t> prompt, Index count,
+                                   TokenSampler& sampler) {
+  return generate(ctx, model, prompt, count, sampler, [](std::int32_t) { return true; });
 }
 
 }  // namespace nlb

@@ -3,6 +3,9 @@
 // copied onto backend::cuda (to_backend) is the same class over device blocks (DESIGN.md §4).
 #pragma once
 
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
+
 #include <cstdint>
 #include <span>
 #include <tuple>
@@ -212,8 +215,8 @@ class BasicTransformer {
   /// Fires Tap::embedding. Throws ArgumentError for an empty sequence, a token out of range
   /// or more than n_positions positions.
   template <class Taps = NoTaps>
-  void embed(Context<Backend>& ctx, std::span<const std::int32_t> tokens, Stream& x,
-             Workspace& ws, Index past = 0, Taps&& taps = {}) const {
+  void embed(Context<Backend>& ctx, std::span<const std::int32_t> tokens, Stream& x, Workspace& ws,
+             Index past = 0, Taps&& taps = {}) const {
     embed(ctx, tokens, x, ws, past, taps, "Transformer::embed");
   }
 
@@ -323,8 +326,8 @@ class BasicTransformer {
   }
 
   template <class Taps>
-  void embed(Context<Backend>& ctx, std::span<const std::int32_t> tokens, Stream& x,
-             Workspace& ws, Index past, Taps& taps, const char* what) const {
+  void embed(Context<Backend>& ctx, std::span<const std::int32_t> tokens, Stream& x, Workspace& ws,
+             Index past, Taps& taps, const char* what) const {
     check_tokens(tokens, past, what);
     x.resize(static_cast<Index>(tokens.size()), config_.d_model);
     ops::embed_rows(ctx, emb_.token, emb_.position, tokens, x, past, ws.head);
