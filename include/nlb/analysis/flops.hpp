@@ -1,6 +1,9 @@
 // FLOP accounting for the MLP budget (PAPERS.md §A5). A multiply-add counts as 2 FLOPs.
 #pragma once
 
+#include <span>
+#include <vector>
+
 namespace nlb::flops {
 
 /// Dense MLP per token: two GEMMs d×h and h×d, 2·d·h each: 4·d·h (= 16·d² for h = 4d).
@@ -68,3 +71,27 @@ constexpr double forward_saving_fraction(const TransformerShape& s, double linea
 }
 
 }  // namespace nlb::flops
+
+namespace nlb {
+
+/// FLOPs saved by per-layer linear fractions (PAPERS §A5; analysis/flops.hpp), in % of the
+/// dense MLPs and of the whole forward pass. A layer with `gated[l]` false has no gate and
+/// saves nothing; a gated one saves f (dense − surrogate) − gate per token.
+struct FlopSaving {
+  double mlp_pct = 0;
+  double forward_pct = 0;
+};
+inline FlopSaving flop_saving(const flops::TransformerShape& shape,
+                              std::span<const double> fractions, const std::vector<bool>& gated) {
+  double saved = 0;
+  for (std::size_t l = 0; l < fractions.size(); ++l)
+    if (gated[l])
+      saved += flops::mlp_saving_per_token(shape.d_model, shape.d_hidden, fractions[l]);
+  FlopSaving out;
+  out.mlp_pct =
+      100.0 * saved / (shape.n_layers * flops::dense_mlp_per_token(shape.d_model, shape.d_hidden));
+  out.forward_pct = 100.0 * saved / flops::forward_per_token(shape);
+  return out;
+}
+
+}  // namespace nlb

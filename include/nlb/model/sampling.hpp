@@ -109,8 +109,7 @@ std::vector<std::int32_t> generate(Context<typename Model::backend_type>& ctx, c
     out.push_back(next);
     if (!on_token(next) || cache.length() >= cache.capacity() || i + 1 == count)
       break;
-    model.forward(ctx, std::span<const std::int32_t>(&out.back(), 1), logits, ws, NoTaps{},
-                  &cache);
+    model.forward(ctx, std::span<const std::int32_t>(&out.back(), 1), logits, ws, NoTaps{}, &cache);
   }
   return out;
 }

@@ -1,12 +1,15 @@
-// Forward passes of a loaded model with some layers' MLPs replaced (a surrogate, a gated MLP)
-// through per-layer overrides, measured per position, reusing the unmodified model's prefix: the
-// budget pipeline's engine. The model is read only.
+// Configurations of a loaded model for an analysis run — some layers' MLPs replaced by a
+// surrogate or gated, some layers' attention replaced by a converted one — and their forward
+// passes measured per position, reusing the unmodified model's prefix. Written once for every
+// backend; the model is read only.
 #pragma once
+
+// Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
+#define NLB_OPS_CALLERS_INCLUDED
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -17,19 +20,21 @@
 #include "nlb/model/layer_override.hpp"
 #include "nlb/model/loss.hpp"
 #include "nlb/model/transformer.hpp"
+#include "nlb/ops/loss.hpp"
+#include "nlb/ops/rows.hpp"
 
 namespace nlb {
 
 /// One configuration of the model for an analysis run: the layers whose MLP is replaced, and
 /// by what — a surrogate on every row, or a gate routing each row between the surrogate and the
 /// layer's own full MLP — and the layers whose attention runs another attention (a converted
-/// layer, analysis/attention_conversions.hpp). Empty lists are the unmodified model. Surrogates
+/// layer, analysis/attention/conversions.hpp). Empty lists are the unmodified model. Surrogates
 /// and attention are referred to by pointer (caller-owned, e.g. a SurrogateFit, which must
 /// outlive the variant); gates are held by value (d + 1 folded parameters and the variant's
 /// threshold). A variant holds no model weights and the model is never changed: it runs through
 /// overrides() (LayerOverride per layer).
 template <class T, class Backend = backend::cpu>
-struct MlpVariant {
+struct ModelVariant {
   using Surrogate = RidgeSurrogate<T, Dynamic, Dynamic, Backend>;
   using Gate = HyperplaneGate<T, Dynamic, Backend>;
   struct Replacement {
@@ -76,7 +81,7 @@ struct MlpVariant {
     std::vector<LayerOverride<T, Backend>> out(static_cast<std::size_t>(layer_count));
     const auto refuse = [&](const char* what, Index layer) {
       return ArgumentError(detail::expected_found(
-          std::string("MlpVariant: replaced ") + what,
+          std::string("ModelVariant: replaced ") + what,
           "distinct layers in [0, " + std::to_string(layer_count) + ")", layer));
     };
     for (const auto& r : replace) {
@@ -100,9 +105,9 @@ struct MlpVariant {
 /// One variant per layer ℓ: layer ℓ's MLP replaced by surrogates[ℓ] on every row, the rest
 /// unchanged (the "one layer linear" runs of PAPERS §A1 and §A3).
 template <class T, class Backend>
-std::vector<MlpVariant<T, Backend>> one_layer_linear_variants(
+std::vector<ModelVariant<T, Backend>> one_layer_linear_variants(
     const std::vector<RidgeSurrogate<T, Dynamic, Dynamic, Backend>>& surrogates) {
-  std::vector<MlpVariant<T, Backend>> variants(surrogates.size());
+  std::vector<ModelVariant<T, Backend>> variants(surrogates.size());
   for (std::size_t l = 0; l < surrogates.size(); ++l)
     variants[l].add_linear(static_cast<Index>(l), surrogates[l]);
   return variants;
@@ -127,7 +132,7 @@ struct VariantLosses {
 
   /// The empty result of a measurement of `variants` variants of a `layers`-layer model over
   /// `windows` windows of `context` tokens of `tokens` (storage reserved, counts zero), after the
-  /// checks every engine makes: ArgumentError naming `what` for context < 2 or fewer than
+  /// checks every runner makes: ArgumentError naming `what` for context < 2 or fewer than
   /// windows · context tokens.
   static VariantLosses prepare(const std::string& what, std::span<const std::int32_t> tokens,
                                Index windows, Index context, std::size_t variants, Index layers,
@@ -153,11 +158,13 @@ struct VariantLosses {
 };
 
 /// The unmodified model's residual stream at the input of every layer (and after the last), for
-/// each of the first `windows` windows of `context` tokens of a token set: with it, a variant runs
-/// only from its first replaced layer (measure_variants' `prefix`). Memory: bytes_needed().
+/// each of the first `windows` windows of `context` tokens of a token set, in the model's memory:
+/// with it, a variant runs only from its first replaced layer (measure_variants' `prefix`).
+/// Memory: bytes_needed().
 template <class T, class Backend = backend::cpu>
 struct PrefixStreams {
-  using Stream = typename Transformer<T, Backend>::Stream;
+  using Model = Transformer<T, Backend>;
+  using Stream = typename Model::Stream;
   std::vector<std::int32_t> tokens;  // the windows' tokens [windows · context], as given
   Index context = 0;
   std::vector<std::vector<Stream>> kept;         // [windows][layers + 1], each [context, d]
@@ -165,7 +172,7 @@ struct PrefixStreams {
 
   /// The streams of `model` for the first `windows` windows of `tokens`: one unmodified pass.
   /// ArgumentError when `tokens` has fewer than windows · context tokens.
-  static PrefixStreams keep(const Transformer<T, Backend>& model,
+  static PrefixStreams keep(Context<Backend>& ctx, const Model& model,
                             std::span<const std::int32_t> tokens, Index windows, Index context) {
     VariantLosses::prepare("PrefixStreams::keep", tokens, windows, context, 0, 0, false);
     PrefixStreams out;
@@ -174,21 +181,21 @@ struct PrefixStreams {
     out.kept.resize(static_cast<std::size_t>(windows));
     out.counts.assign(static_cast<std::size_t>(windows),
                       std::vector<RouteCounts>(static_cast<std::size_t>(model.layer_count())));
-    typename Transformer<T, Backend>::Workspace ws;
-    Stream x;
+    typename Model::Workspace ws;
     const Index layers = model.layer_count();
     for (Index w = 0; w < windows; ++w) {
       auto& k = out.kept[static_cast<std::size_t>(w)];
       k.resize(static_cast<std::size_t>(layers) + 1);
       model.embed(
+          ctx,
           tokens.subspan(static_cast<std::size_t>(w * context), static_cast<std::size_t>(context)),
-          x);
+          ws.x, ws);
       for (Index l = 0; l < layers; ++l) {
-        k[static_cast<std::size_t>(l)] = x;
-        model.run_layers(x, l, l + 1, ws, {}, nullptr, NoTaps{},
+        keep_copy(ctx, ws.x, k[static_cast<std::size_t>(l)]);
+        model.run_layers(ctx, ws.x, l, l + 1, ws, {}, nullptr, NoTaps{},
                          std::span(out.counts[static_cast<std::size_t>(w)]));
       }
-      k[static_cast<std::size_t>(layers)] = x;
+      keep_copy(ctx, ws.x, k[static_cast<std::size_t>(layers)]);
     }
     return out;
   }
@@ -202,77 +209,86 @@ struct PrefixStreams {
   }
 
   /// Bytes keep() holds for `windows` windows: windows · (layers + 1) · context · d values of T.
-  static double bytes_needed(const Transformer<T, Backend>& model, Index windows, Index context) {
-    return static_cast<double>(windows) * static_cast<double>(model.layer_count() + 1) *
-           static_cast<double>(context) * static_cast<double>(model.config().d_model) *
+  static double bytes_needed(const ModelConfig& config, Index windows, Index context) {
+    return static_cast<double>(windows) * static_cast<double>(config.n_layers + 1) *
+           static_cast<double>(context) * static_cast<double>(config.d_model) *
            static_cast<double>(sizeof(T));
+  }
+
+  /// `to` = `from`, resized: the stream kept, or restored.
+  static void keep_copy(Context<Backend>& ctx, const Stream& from, Stream& to) {
+    to.resize(from.rows(), from.cols());
+    ops::copy(ctx, from, to);
   }
 };
 
-/// Measures `variants` on the first `windows` windows of `context` tokens of `tokens`.
+/// Measures `variants` of `model` (variants of the same backend, whose overrides refer to parts
+/// in its memory) on the first `windows` windows of `context` tokens of `tokens`.
 ///
 /// Per window: when `with_base`, the unmodified model runs once (firing `base_taps`) and keeps
 /// the residual stream at every layer's input; each variant then runs only from its first
 /// replaced layer, continuing from the kept stream (a variant replacing layer ℓ costs layers
 /// ℓ .. L−1 plus the head). Without `with_base` every variant runs from the embedding, or, when
 /// `prefix` holds these windows' streams (PrefixStreams::holds), from its first replaced layer
-/// (the same arithmetic: the same losses, bit for bit). Variants
-/// run as per-layer MlpOverride: the model is neither changed nor copied.
-/// `progress(done, windows)` after each window. Throws ArgumentError when `tokens` has fewer
-/// than windows · context tokens. Memory: L · context · d values of kept stream.
+/// (the same arithmetic: the same losses, bit for bit). Variants run as per-layer overrides: the
+/// model is neither changed nor copied. Losses are computed where the model runs
+/// (ops::next_token_losses: on a device only they are read back). `progress(done, windows)`
+/// after each window. Throws ArgumentError when `tokens` has fewer than windows · context
+/// tokens. Memory: L · context · d values of kept stream.
 template <class T, class Backend, class Taps = NoTaps>
-VariantLosses measure_variants(const Transformer<T, Backend>& model,
+VariantLosses measure_variants(Context<Backend>& ctx, const Transformer<T, Backend>& model,
                                std::span<const std::int32_t> tokens, Index windows, Index context,
-                               const std::vector<MlpVariant<T, Backend>>& variants, bool with_base,
+                               const std::vector<std::vector<LayerOverride<T, Backend>>>& overrides,
+                               const std::vector<Index>& first_layers, bool with_base,
                                Taps&& base_taps = {},
                                const std::function<void(Index, Index)>& progress = {},
                                const PrefixStreams<T, Backend>* prefix = nullptr) {
   using Model = Transformer<T, Backend>;
+  using Prefix = PrefixStreams<T, Backend>;
   const Index layers = model.layer_count();
   VariantLosses out = VariantLosses::prepare("measure_variants", tokens, windows, context,
-                                             variants.size(), layers, with_base);
-  std::vector<std::vector<LayerOverride<T, Backend>>> overrides;
-  for (const auto& v : variants)
-    overrides.push_back(v.overrides(layers));
+                                             overrides.size(), layers, with_base);
   if (with_base || (prefix && !prefix->holds(tokens, windows, context)))
     prefix = nullptr;
+  // Kept streams are needed only when a variant continues from them.
+  const bool keep = with_base && !overrides.empty();
   typename Model::Workspace ws;
-  std::vector<typename Model::Stream> kept(static_cast<std::size_t>(layers) + 1);
-  typename Model::Stream x;
-  RowMatrix<T> logits;
+  std::vector<typename Model::Stream> kept(keep ? static_cast<std::size_t>(layers) + 1 : 0);
+  typename Model::Logits logits;
   for (Index w = 0; w < windows; ++w) {
     const auto window =
         tokens.subspan(static_cast<std::size_t>(w * context), static_cast<std::size_t>(context));
     if (with_base) {
-      model.embed(window, x, 0, base_taps);
+      model.embed(ctx, window, ws.x, ws, 0, base_taps);
       for (Index l = 0; l < layers; ++l) {
-        kept[static_cast<std::size_t>(l)] = x;
-        model.run_layers(x, l, l + 1, ws, {}, nullptr, base_taps);
+        if (keep)
+          Prefix::keep_copy(ctx, ws.x, kept[static_cast<std::size_t>(l)]);
+        model.run_layers(ctx, ws.x, l, l + 1, ws, {}, nullptr, base_taps);
       }
-      kept[static_cast<std::size_t>(layers)] = x;
-      model.head(x, logits, ws);
-      const auto loss = next_token_losses(logits, window);
-      out.base.insert(out.base.end(), loss.begin(), loss.end());
+      if (keep)
+        Prefix::keep_copy(ctx, ws.x, kept[static_cast<std::size_t>(layers)]);
+      model.head(ctx, ws.x, logits, ws);
+      ops::next_token_losses(ctx, logits, window, out.base, ws.head);
     }
-    for (std::size_t v = 0; v < variants.size(); ++v) {
-      const Index first = with_base || prefix ? variants[v].first_layer(layers) : 0;
+    for (std::size_t v = 0; v < overrides.size(); ++v) {
+      const Index first = with_base || prefix ? first_layers[v] : 0;
       if (with_base) {
-        x = kept[static_cast<std::size_t>(first)];
+        Prefix::keep_copy(ctx, kept[static_cast<std::size_t>(first)], ws.x);
       } else if (prefix) {
         // The prefix's layers routed their rows when the prefix was kept: counted as if run.
-        x = prefix->kept[static_cast<std::size_t>(w)][static_cast<std::size_t>(first)];
+        Prefix::keep_copy(
+            ctx, prefix->kept[static_cast<std::size_t>(w)][static_cast<std::size_t>(first)], ws.x);
         for (Index l = 0; l < first; ++l) {
           out.counts[v][static_cast<std::size_t>(l)] +=
               prefix->counts[static_cast<std::size_t>(w)][static_cast<std::size_t>(l)];
         }
       } else {
-        model.embed(window, x);
+        model.embed(ctx, window, ws.x, ws);
       }
-      model.run_layers(x, first, layers, ws, overrides[v], nullptr, NoTaps{},
+      model.run_layers(ctx, ws.x, first, layers, ws, overrides[v], nullptr, NoTaps{},
                        std::span(out.counts[v]));
-      model.head(x, logits, ws);
-      const auto loss = next_token_losses(logits, window);
-      out.variant[v].insert(out.variant[v].end(), loss.begin(), loss.end());
+      model.head(ctx, ws.x, logits, ws);
+      ops::next_token_losses(ctx, logits, window, out.variant[v], ws.head);
     }
     if (progress)
       progress(w + 1, windows);
@@ -280,12 +296,26 @@ VariantLosses measure_variants(const Transformer<T, Backend>& model,
   return out;
 }
 
-}  // namespace nlb
-
-namespace nlb {
+/// measure_variants of ModelVariants of the model's own backend.
+template <class T, class Backend, class Taps = NoTaps>
+VariantLosses measure_variants(Context<Backend>& ctx, const Transformer<T, Backend>& model,
+                               std::span<const std::int32_t> tokens, Index windows, Index context,
+                               const std::vector<ModelVariant<T, Backend>>& variants,
+                               bool with_base, Taps&& base_taps = {},
+                               const std::function<void(Index, Index)>& progress = {},
+                               const PrefixStreams<T, Backend>* prefix = nullptr) {
+  std::vector<std::vector<LayerOverride<T, Backend>>> overrides;
+  std::vector<Index> first;
+  for (const auto& v : variants) {
+    overrides.push_back(v.overrides(model.layer_count()));
+    first.push_back(v.first_layer(model.layer_count()));
+  }
+  return measure_variants(ctx, model, tokens, windows, context, overrides, first, with_base,
+                          base_taps, progress, prefix);
+}
 
 // Slots for building a changed copy of a model (tests, re-measurements by plain forward passes):
-// analyses use MlpVariant / MlpOverride instead, which copy nothing.
+// analyses use ModelVariant / MlpOverride instead, which copy nothing.
 
 /// A slot that runs `surrogate` (all rows linear).
 template <class T, class Backend>

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "nlb/analysis/gate_training.hpp"
+#include "nlb/analysis/budget/gate_training.hpp"
 #include "nlb/core.hpp"
 
 namespace nlb {

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "nlb/analysis/label_rows.hpp"
+#include "nlb/analysis/budget/label_rows.hpp"
 #include "nlb/core.hpp"
 #include "nlb/mlp/gate_labels.hpp"
 #include "nlb/mlp/hyperplane_gate.hpp"
@@ -49,7 +49,7 @@ struct TrainedGate {
 /// features [N, d] (x, e or c of PAPERS §A4), delta [N]. The AUC is NaN when the held-out
 /// labels are of one class. Throws ShapeError (sizes), ArgumentError (training labels of one
 /// class, 0 < n_train < N violated). Cost: a Newton fit, O(n_train d²) per step.
-/// With `rows` split (nlb/analysis/label_rows.hpp) `features` holds only the label rows
+/// With `rows` split (nlb/analysis/budget/label_rows.hpp) `features` holds only the label rows
 /// [rows.first_row, rows.first_row + features.rows()) of the N = δ.size() positions: every
 /// holder calls together, the fit reduces its sums over them and the held-out scores are
 /// gathered, so every holder ends with the same gate and AUC — the one-process gate to within

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nlb/analysis/variant_runner.hpp"
 #include "nlb/core.hpp"
 #include "nlb/mlp/ridge_stats.hpp"
 #include "nlb/model/taps.hpp"
@@ -17,52 +18,47 @@ namespace nlb {
 
 /// Per layer, RidgeStats of x = Tap::mlp_input and y = Tap::mlp_output over the first
 /// `positions` rows of consecutive non-overlapping windows of `context` tokens of `tokens`:
-/// every row of a window is a position; whole windows of the unmodified model are run and
-/// the last window contributes only its first rows (PAPERS §A1: x after the pre-MLP LayerNorm,
-/// y before the residual add). Statistics accumulate in double from the model's scalar.
-///
-/// Model: anything with forward(tokens, logits, taps), layer_count() and config().d_model
-/// (Transformer). Throws ArgumentError when `tokens` holds fewer than ceil(positions / context)
-/// windows, FormatError naming the layer when the model's MLP taps did not deliver exactly
-/// `positions` (x, y) rows for every layer ("MLP taps cannot be found").
+/// every row of a window is a position; whole windows of the unmodified model are run (by
+/// `runner`, on this process: VariantRunner::collect) and the last window contributes only its
+/// first rows (PAPERS §A1: x after the pre-MLP LayerNorm, y before the residual add). Statistics
+/// accumulate in double from the model's scalar. Throws ArgumentError when `tokens` holds fewer
+/// than ceil(positions / context) windows, FormatError naming the layer when the model's MLP taps
+/// did not deliver exactly `positions` (x, y) rows for every layer ("MLP taps cannot be found").
 /// Cost: ceil(positions / context) forward passes + positions · (d² + d²) FLOPs per layer.
-template <class Model>
+template <class T>
 std::vector<RidgeStats<>> collect_ridge_stats(
-    const Model& model, std::span<const std::int32_t> tokens, Index context, Index positions,
+    VariantRunner<T>& runner, std::span<const std::int32_t> tokens, Index context, Index positions,
     const std::function<void(Index, Index)>& progress = {}) {
-  using T = typename Model::Scalar;
   const Index windows = (positions + context - 1) / context;
   if (static_cast<Index>(tokens.size()) < windows * context) {
     throw ArgumentError(detail::expected_found("collect_ridge_stats: tokens",
                                                "at least " + std::to_string(windows * context),
                                                tokens.size()));
   }
-  const Index layers = model.layer_count();
-  const Index d = model.config().d_model;
+  const Index layers = runner.model().layer_count();
+  const Index d = runner.model().config().d_model;
   std::vector<RidgeStats<>> stats(static_cast<std::size_t>(layers), RidgeStats<>(d, d));
   std::vector<Activations<T>> pending(static_cast<std::size_t>(layers));
   std::vector<Index> pending_rows(static_cast<std::size_t>(layers), 0);
-  RowMatrix<T> logits;
-  for (Index w = 0; w < windows; ++w) {
-    const Index rows = std::min(context, positions - w * context);
-    auto taps = [&](Tap tap, Index layer, const auto& m) {
-      if (layer < 0 || layer >= layers)
-        return;
-      const auto l = static_cast<std::size_t>(layer);
-      if (tap == Tap::mlp_input) {
-        pending[l] = m.topRows(std::min<Index>(rows, m.rows()));
-        pending_rows[l] = pending[l].rows();
-      } else if (tap == Tap::mlp_output && pending_rows[l] > 0) {
-        stats[l].add(pending[l], m.topRows(pending_rows[l]));
-        pending_rows[l] = 0;
-      }
-    };
-    model.forward(
-        tokens.subspan(static_cast<std::size_t>(w * context), static_cast<std::size_t>(context)),
-        logits, taps);
-    if (progress)
-      progress(w + 1, windows);
-  }
+  Index window = -1, rows = 0;
+  const auto taps = [&](Tap tap, Index layer, const RowMatrix<T>& m) {
+    if (tap == Tap::embedding) {  // fires first in every window
+      ++window;
+      rows = std::min(context, positions - window * context);
+      return;
+    }
+    if (layer < 0 || layer >= layers)
+      return;
+    const auto l = static_cast<std::size_t>(layer);
+    if (tap == Tap::mlp_input) {
+      pending[l] = m.topRows(std::min<Index>(rows, m.rows()));
+      pending_rows[l] = pending[l].rows();
+    } else if (tap == Tap::mlp_output && pending_rows[l] > 0) {
+      stats[l].add(pending[l], m.topRows(pending_rows[l]));
+      pending_rows[l] = 0;
+    }
+  };
+  runner.collect(tokens, windows, context, taps, progress);
   for (Index l = 0; l < layers; ++l) {
     if (stats[static_cast<std::size_t>(l)].count() != positions) {
       throw FormatError(detail::expected_found(
@@ -85,8 +81,8 @@ struct LabelActivations {
 
 /// A tap functor that fills LabelActivations from the base runs of consecutive windows: window
 /// w contributes its rows 0 .. min(context − 1, N − w (context − 1)) − 1 — the predicted
-/// positions, which have a next token and so a δ. Pass it as the base taps of
-/// measure_variants (analysis/mlp_variants.hpp). Call check() afterwards.
+/// positions, which have a next token and so a δ. Pass it as the base taps of a runner's
+/// measure (analysis/variant_runner.hpp). Call check() afterwards.
 template <class T>
 class LabelTapCollector {
  public:

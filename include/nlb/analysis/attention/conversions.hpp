@@ -21,7 +21,8 @@
 #include <utility>
 #include <vector>
 
-#include "nlb/analysis/attention_spectrum.hpp"
+#include "nlb/analysis/attention/spectrum.hpp"
+#include "nlb/analysis/variant_runner.hpp"
 #include "nlb/attention/factored_attention.hpp"
 #include "nlb/attention/linear_attention.hpp"
 #include "nlb/core.hpp"
@@ -271,32 +272,23 @@ struct ConversionReport {
   std::vector<std::string> not_applicable;  // conversions skipped for this model, with the reason
 };
 
-/// How an analysis runs the `nlb eval` protocol over `tokens` (windows of `context`, at most
-/// `max_windows`, 0 = all) when it supplies each window's forward: the default runs every window
-/// here (detail::windowed_perplexity); distributed::sharded_windowed_perplexity spreads the
-/// windows over ranks with the same result.
-template <class T>
-using WindowedPerplexity = std::function<PerplexityResult(
-    std::span<const std::int32_t> tokens, Index context, Index max_windows,
-    const std::function<void(Index, Index)>& progress,
-    const std::function<void(std::span<const std::int32_t>, RowMatrix<T>&)>& forward)>;
-
-/// Measures (a), (b) and (c) on `model` with the `nlb eval` protocol (evaluate_perplexity over
-/// `tokens`, windows of `context`, at most `max_windows`): (a) at every rank of
+/// Measures (a), (b) and (c) on the runner's model with the `nlb eval` protocol (windows of
+/// `context` over `tokens`, at most `max_windows`, 0 = all): (a) at every rank of
 /// skew_truncation_ranks(largest head rank), each head at min(r, its max); (b) for k = 1 … L;
 /// (c) diagonal and scalar. Not applicable (listed with the reason, not measured): (a) and (c)
 /// for rotary layers, (b) for S–D layers (no query/key projections), (c) "diagonal" for S–D
 /// layers (their symmetric part −D already is). `progress(done, total)` after each evaluation.
-/// Cost: (number of conversions + 1) evaluations. The model is only read: converted layers run
-/// as attention overrides (LayerOverride), so nothing but the converted layers is built.
-/// `windowed`, when given, runs each evaluation's windows (e.g. spread over ranks); the default
-/// runs them here.
-template <class T, class Backend>
+/// Cost: one evaluation of the unmodified model, then one per conversion from its first
+/// converted layer on (the runner's kept prefix). The model is only read: converted layers run
+/// as attention overrides (ModelVariant), so nothing but the converted layers is built, one
+/// conversion at a time.
+template <class T>
 ConversionReport measure_attention_conversions(
-    const Transformer<T, Backend>& model, std::span<const std::int32_t> tokens, Index context,
-    Index max_windows, const std::function<void(Index, Index)>& progress = {},
-    const WindowedPerplexity<T>& windowed = {}) {
+    VariantRunner<T>& runner, std::span<const std::int32_t> tokens, Index context,
+    Index max_windows, const std::function<void(Index, Index)>& progress = {}) {
+  using Backend = backend::cpu;
   using Slot = AttentionSlot<T, Backend>;
+  const auto& model = runner.model();
   const Index layers = model.layer_count();
   std::vector<LayerForms<T>> forms;
   bool rotary = false, sd = false;
@@ -317,31 +309,28 @@ ConversionReport measure_attention_conversions(
   const Index total = 1 + static_cast<Index>(ranks.size()) + (linear_ok ? layers : 0) +
                       (factored_ok ? (sd ? 1 : 2) : 0);
   Index done = 0;
-  // Converted layers run as per-layer attention overrides (LayerOverride): the model is
-  // neither copied nor changed; only the converted attention layers are new objects.
-  typename Transformer<T, Backend>::Workspace ws;
-  auto evaluate = [&](std::span<const LayerOverride<T, Backend>> overrides) {
-    const auto forward = [&](std::span<const std::int32_t> window, RowMatrix<T>& logits) {
-      model.embed(window, ws.x);
-      model.run_layers(ws.x, 0, layers, ws, overrides);
-      model.head(ws.x, logits, ws);
-    };
-    auto r = windowed ? windowed(tokens, context, max_windows, {}, forward)
-                      : detail::windowed_perplexity<T>(tokens, context, max_windows, {}, forward);
+  report.baseline = perplexity(runner, tokens, context, max_windows);
+  if (progress)
+    progress(++done, total);
+  const Index windows = report.baseline.windows;
+  // The converted layers as attention replacements of one variant: the model is neither copied
+  // nor changed; only the converted attention layers are new objects.
+  auto evaluate = [&](const std::vector<Slot>& converted, Index converted_layers) {
+    ModelVariant<T> v;
+    for (Index l = 0; l < converted_layers; ++l)
+      v.add_attention(l, converted[static_cast<std::size_t>(l)]);
+    const VariantLosses r = runner.measure(tokens, windows, context, {v}, false);
     if (progress)
       progress(++done, total);
-    return r;
+    return perplexity_of(r, r.variant[0]).ppl;
   };
-  report.baseline = evaluate({});
+
   auto add = [&](std::string name, Index parameter, const std::vector<Slot>& converted,
                  Index converted_layers) {
-    std::vector<LayerOverride<T, Backend>> overrides(static_cast<std::size_t>(layers));
-    for (Index l = 0; l < converted_layers; ++l)
-      overrides[static_cast<std::size_t>(l)].attention = &converted[static_cast<std::size_t>(l)];
     ConversionRow row;
     row.conversion = std::move(name);
     row.parameter = parameter;
-    row.ppl = evaluate(overrides).ppl;
+    row.ppl = evaluate(converted, converted_layers);
     row.delta_percent = 100.0 * (row.ppl / report.baseline.ppl - 1.0);
     report.rows.push_back(row);
   };

@@ -16,19 +16,19 @@
 #include <vector>
 
 #include "nlb/analysis/bootstrap.hpp"
+#include "nlb/analysis/budget/joint_state.hpp"
 #include "nlb/analysis/flops.hpp"
-#include "nlb/analysis/joint_gating.hpp"
-#include "nlb/analysis/mlp_variants.hpp"
+#include "nlb/analysis/model_variant.hpp"
 #include "nlb/core.hpp"
 
 namespace nlb {
 
 /// Measures variants on one fixed window set (the calibration split): the VariantLosses of
 /// `variants`, with the unmodified model's losses when `with_base`. run_label_stage builds it
-/// from the host model or a VariantEngine; every call must use the same windows.
-template <class T, class Backend>
-using WindowSetMeasure = std::function<VariantLosses(
-    const std::vector<MlpVariant<T, Backend>>& variants, bool with_base)>;
+/// over the analysis's runner; every call must use the same windows.
+template <class T>
+using WindowSetMeasure =
+    std::function<VariantLosses(const std::vector<ModelVariant<T>>& variants, bool with_base)>;
 
 /// A gated state measured on a window set: Δ% with its paired bootstrap 95% interval (over the
 /// set's windows) and the share of MLP rows routed linear.
@@ -82,11 +82,10 @@ LayerCostCurves measure_cost_curves(
     const Transformer<T, Backend>& model,
     const std::vector<RidgeSurrogate<T, Dynamic, Dynamic, Backend>>& surrogates,
     const std::vector<HyperplaneGate<T, Dynamic, Backend>>& gates,
-    const std::vector<std::vector<double>>& thresholds,
-    const WindowSetMeasure<T, Backend>& measure) {
+    const std::vector<std::vector<double>>& thresholds, const WindowSetMeasure<T>& measure) {
   const std::size_t layers = gates.size();
   const std::size_t steps = thresholds.at(0).size() - 1;
-  std::vector<MlpVariant<T, Backend>> variants;
+  std::vector<ModelVariant<T, Backend>> variants;
   for (std::size_t l = 0; l < layers; ++l) {
     for (std::size_t k = 1; k <= steps; ++k) {
       JointState s;

@@ -17,7 +17,7 @@
 #include <variant>
 #include <vector>
 
-#include "nlb/analysis/detail/spectrum_linalg.hpp"
+#include "nlb/analysis/attention/detail/spectrum_linalg.hpp"
 #include "nlb/attention/dense_attention.hpp"
 #include "nlb/core.hpp"
 

@@ -15,11 +15,11 @@
 #include <utility>
 #include <vector>
 
-#include "nlb/analysis/attention_conversions.hpp"
-#include "nlb/analysis/budget_allocation.hpp"
+#include "nlb/analysis/attention/conversions.hpp"
+#include "nlb/analysis/budget/allocation.hpp"
+#include "nlb/analysis/budget/joint_state.hpp"
 #include "nlb/analysis/flops.hpp"
-#include "nlb/analysis/joint_gating.hpp"
-#include "nlb/analysis/mlp_variants.hpp"
+#include "nlb/analysis/model_variant.hpp"
 #include "nlb/core.hpp"
 
 namespace nlb {
@@ -49,7 +49,7 @@ double attention_flops_per_token(const AttentionSlot<T, Backend>& attn, Index co
         if constexpr (std::is_same_v<Kind, typename Slot::Dense>) {
           return 8.0 * d * d + heads * 4.0 * s * dh;
         } else if constexpr (std::is_same_v<Kind, typename Slot::Linear>) {
-          const double c = static_cast<double>(std::min<Index>(detail::linear_chunk, context));
+          const double c = static_cast<double>(std::min<Index>(ops::detail::linear_chunk, context));
           return 8.0 * d * d + heads * (4.0 * dh * dh + 4.0 * c * dh);
         } else if constexpr (std::is_same_v<Kind, typename Slot::Factored>) {
           double out = 4.0 * d * d;
@@ -226,7 +226,7 @@ struct AcrossGroups {
 /// The variant of `steps` (groups as AcrossGroups): gates at `thresholds[l][k]` for the MLP
 /// groups and the chosen attention overrides (pointing into `options`, keep it alive).
 template <class T, class Backend>
-MlpVariant<T, Backend> across_variant(
+ModelVariant<T, Backend> across_variant(
     const Transformer<T, Backend>& model,
     const std::vector<RidgeSurrogate<T, Dynamic, Dynamic, Backend>>& surrogates,
     const std::vector<HyperplaneGate<T, Dynamic, Backend>>& gates,
@@ -241,7 +241,7 @@ MlpVariant<T, Backend> across_variant(
     s.fractions[l] = static_cast<double>(steps[l]) / static_cast<double>(steps_per_gate);
     s.thresholds[l] = thresholds[l][static_cast<std::size_t>(steps[l])];
   }
-  MlpVariant<T, Backend> v = joint_variant(model, surrogates, gates, s);
+  ModelVariant<T, Backend> v = joint_variant(model, surrogates, gates, s);
   for (std::size_t l = 0; l < layers; ++l) {
     const Index k = steps[layers + l];
     if (k > 0) {
@@ -272,7 +272,7 @@ template <class T, class Backend>
 AcrossGroups across_groups(const LayerCostCurves& mlp_curves,
                            const std::function<double(double)>& mlp_saving,
                            const std::vector<LayerAttentionOptions<T, Backend>>& options,
-                           const WindowSetMeasure<T, Backend>& measure) {
+                           const WindowSetMeasure<T>& measure) {
   AcrossGroups g;
   g.layers = static_cast<Index>(options.size());
   const auto layers = options.size();
@@ -285,13 +285,13 @@ AcrossGroups across_groups(const LayerCostCurves& mlp_curves,
       v.push_back(mlp_saving(mlp_curves.linear_fraction[l][k]));
     g.value.push_back(std::move(v));
   }
-  std::vector<MlpVariant<T, Backend>> variants;
+  std::vector<ModelVariant<T, Backend>> variants;
   g.offered.resize(layers);
   for (std::size_t l = 0; l < layers; ++l) {
     for (std::size_t o = 0; o < options[l].options.size(); ++o) {
       if (options[l].options[o].saving_per_token > 0) {
         g.offered[l].push_back(o);
-        MlpVariant<T, Backend> v;
+        ModelVariant<T, Backend> v;
         v.add_attention(static_cast<Index>(l), options[l].options[o].attention);
         variants.push_back(std::move(v));
       }
