@@ -21,17 +21,17 @@
 //   BM_softmax_attention/T     P = softmax_causal((q / 8) kᵀ), out = P v (DenseAttention's
 //                              per-head path: full [T, T] GEMM, row softmax with causal limit,
 //                              [T, T] x [T, 64] GEMM).
-//   BM_tiled_attention/T/Q/K   the same head as detail::tiled_causal_attention with query tiles
-//                              of Q rows and key tiles of K rows (what every attention component
-//                              runs): only the causal scores, no [T, T] matrix.
+//   BM_tiled_attention/T/Q/K   the same head as ops::detail::tiled_causal_attention with query
+//                              tiles of Q rows and key tiles of K rows (what every attention
+//                              component runs): only the causal scores, no [T, T] matrix.
 //   BM_linear_attention/T      linear_attention_head: φ = elu + 1 on q, k, chunked prefix sums.
 //
 // The whole attention block of GPT-2 small (d = 768, 12 heads), X [T, 768] given:
 //   BM_attention_block/T       DenseAttention<float>::forward: QKV projection, causal softmax
 //                              attention per head, output projection (backend::cpu, so the
-//                              build's default GEMM provider, one GEMM thread). The PyTorch side
-//                              is benchmarks/torch_attention.py (the same block, written the usual
-//                              way: [T, T] scores, mask, softmax, P v).
+//                              build's default GEMM provider, a context of one thread). The PyTorch
+//                              side is benchmarks/torch_attention.py (the same block, written the
+//                              usual way: [T, T] scores, mask, softmax, P v).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -44,6 +44,7 @@
 #include "nlb/attention/skew_routing.hpp"
 #include "nlb/core.hpp"
 #include "nlb/kernels/softmax.hpp"
+#include "nlb/ops/detail/tiled_attention.hpp"
 #include "provider_only.hpp"
 #include "random_matrix.hpp"
 
@@ -51,6 +52,7 @@ namespace {
 
 using nlb::Index;
 using nlb::RowMatrix;
+using Context = nlb::Context<nlb::backend::cpu>;
 
 constexpr Index kWidth = 768;  // d of the low-rank routing input (GPT-2 small)
 constexpr Index kHead = 64;    // d_h of the dense head
@@ -150,16 +152,17 @@ void BM_softmax_attention(benchmark::State& state) {
 
 void BM_tiled_attention(benchmark::State& state) {
   const Index t = state.range(0);
-  const nlb::detail::AttentionTiles tiles{state.range(1), state.range(2)};
+  const Context ctx;
+  const nlb::ops::detail::AttentionTiles tiles{state.range(1), state.range(2)};
   const RowMatrix<float> q = random_matrix(t, kHead, 1.0f, 6), k = random_matrix(t, kHead, 1.0f, 7),
                          v = random_matrix(t, kHead, 1.0f, 8);
   RowMatrix<float> out(t, kHead);
-  nlb::detail::TiledAttentionScratch<float> scratch;
+  nlb::ops::detail::TiledAttentionScratch<float> scratch;
   nlb::GemmScratch<float> gemm;
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHead));
   for (auto _ : state) {
-    nlb::detail::tiled_causal_attention<nlb::backend::cpu, float>(
-        nlb::backend::cpu{}, q, k, v, scale, 0, out, scratch, gemm, tiles);
+    nlb::ops::detail::tiled_causal_attention<nlb::backend::cpu, float>(ctx, q, k, v, scale, 0, out,
+                                                                       scratch, gemm, tiles);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -171,17 +174,18 @@ void BM_linear_attention(benchmark::State& state) {
   const RowMatrix<float> q = random_matrix(t, kHead, 1.0f, 6), k = random_matrix(t, kHead, 1.0f, 7),
                          v = random_matrix(t, kHead, 1.0f, 8);
   RowMatrix<float> out(t, kHead);
+  const Context ctx;
   for (auto _ : state) {
-    nlb::linear_attention_head<float>(nlb::backend::cpu{}, q, k, v, out);
+    nlb::linear_attention_head<float>(ctx, q, k, v, out);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * t);
 }
 
-void BM_attention_block(benchmark::State& state) {
+// The block in `ctx` (one thread; small_gemm on, or off for the provider_only run).
+void attention_block(benchmark::State& state, Context& ctx) {
   const Index t = state.range(0), heads = 12;
-  nlb::ops::set_gemm_threads(nlb::backend::cpu{}, 1);
   nlb::AttentionWeights<float> w{
       random_matrix(kWidth, 3 * kWidth, 0.02f, 11), random_matrix(1, 3 * kWidth, 0.02f, 12),
       random_matrix(kWidth, kWidth, 0.02f, 13), random_matrix(1, kWidth, 0.02f, 14)};
@@ -190,17 +194,22 @@ void BM_attention_block(benchmark::State& state) {
   nlb::Activations<float> y(t, kWidth);
   nlb::DenseAttention<float>::Workspace ws;
   for (auto _ : state) {
-    attention.forward(x, y, ws);
+    attention.forward(ctx, x, y, ws);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * t);
 }
 
+void BM_attention_block(benchmark::State& state) {
+  Context ctx(1);
+  attention_block(state, ctx);
+}
+
 // The same with kernels::small_gemm off (the per-head tiles' products in the provider).
 void BM_attention_block_provider_only(benchmark::State& state) {
-  const nlb::bench::ProviderOnly scope;
-  BM_attention_block(state);
+  Context ctx = nlb::bench::provider_only(Context(1));
+  attention_block(state, ctx);
 }
 
 }  // namespace

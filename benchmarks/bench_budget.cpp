@@ -17,7 +17,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "nlb/analysis/budget.hpp"
+#include "nlb/analysis/budget/pipeline.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
 

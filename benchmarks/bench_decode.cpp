@@ -11,8 +11,9 @@
 //                               of one token each (timed: the forward through the cache and the
 //                               logits), with the weight matrices in storage S (f32, or f16 / bf16:
 //                               backend::with_weights, widened in registers).
-//                               threads = ops::set_gemm_threads: the GEMM provider's threads and
-//                               the split of the one-row products (GEMV) by output columns.
+//                               threads = the context's (Context(threads)): the GEMM provider's
+//                               threads and the split of the one-row products (GEMV) by output
+//                               columns.
 // BM_prefill<S>/T/threads      one whole forward of T tokens with logits (the prefill a
 //                               generation starts with), in storage S, for the side-by-side
 //                               comparison of 16-bit against float weights.
@@ -27,7 +28,7 @@
 // dram_bound_tokens_per_second the same with the 2 GiB buffer.
 //
 // BM_decode_dense/threads and BM_decode_gated/f/threads, side by side: prompt 16, 128 steps, the
-// same model with every layer's MLP gated (MlpVariant: a random d x d surrogate and a hyperplane
+// same model with every layer's MLP gated (ModelVariant: a random d x d surrogate and a hyperplane
 // gate calibrated to route a fraction f% of N(0, 1) rows linear; the layer-normed inputs the gates
 // see are distributed alike, and the fraction measured while decoding is reported). A token routed
 // linear reads the d² surrogate instead of the MLP's 8d² weights: predicted_speedup = dense bytes
@@ -45,7 +46,7 @@
 #include <vector>
 
 #include "gpt2_small_model.hpp"
-#include "nlb/analysis/mlp_variants.hpp"
+#include "nlb/analysis/model_variant.hpp"
 #include "nlb/core/aligned_buffer.hpp"
 #include "nlb/core/gemm_scratch.hpp"
 #include "nlb/core/half_matrix.hpp"
@@ -53,6 +54,7 @@
 #include "nlb/model/load_model.hpp"
 #include "nlb/ops/gemm.hpp"
 #include "nlb/ops/half_gemm.hpp"
+#include "provider_only.hpp"
 #include "random_matrix.hpp"
 #include "read_bandwidth.hpp"
 
@@ -163,18 +165,20 @@ std::vector<std::int32_t> random_tokens(Index n) {
 // (empty: the dense model, the same layers as Transformer::forward runs); `counts` (empty, or one
 // per layer) receives the rows each layer routed.
 template <class M>
-double decode_seconds(const M& model, std::span<const std::int32_t> tokens, Index prompt,
-                      Index steps, std::span<const typename M::Override> overrides,
-                      std::span<nlb::RouteCounts> counts, nlb::KVCache<float>& cache,
-                      typename M::Workspace& ws, nlb::RowMatrix<float>& logits) {
+double decode_seconds(nlb::Context<typename M::backend_type>& ctx, const M& model,
+                      std::span<const std::int32_t> tokens, Index prompt, Index steps,
+                      std::span<const typename M::Override> overrides,
+                      std::span<nlb::RouteCounts> counts, typename M::Cache& cache,
+                      typename M::Workspace& ws, typename M::Logits& logits) {
   cache.clear();
-  model.embed(tokens.first(static_cast<std::size_t>(prompt)), ws.x);
-  model.run_layers(ws.x, 0, model.layer_count(), ws, overrides, &cache);
+  model.embed(ctx, tokens.first(static_cast<std::size_t>(prompt)), ws.x, ws);
+  model.run_layers(ctx, ws.x, 0, model.layer_count(), ws, overrides, &cache);
   const auto start = std::chrono::steady_clock::now();
   for (Index i = prompt; i < prompt + steps; ++i) {
-    model.embed(tokens.subspan(static_cast<std::size_t>(i), 1), ws.x, i);
-    model.run_layers(ws.x, 0, model.layer_count(), ws, overrides, &cache, nlb::NoTaps{}, counts);
-    model.head(ws.x, logits, ws);
+    model.embed(ctx, tokens.subspan(static_cast<std::size_t>(i), 1), ws.x, ws, i);
+    model.run_layers(ctx, ws.x, 0, model.layer_count(), ws, overrides, &cache, nlb::NoTaps{},
+                     counts);
+    model.head(ctx, ws.x, logits, ws);
   }
   benchmark::DoNotOptimize(logits.data());
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -185,18 +189,20 @@ void BM_decode(benchmark::State& state) {
   const auto& model = decode_model<Storage>();
   const Index prompt = state.range(0), steps = state.range(1);
   const int threads = static_cast<int>(state.range(2));
-  nlb::ops::set_gemm_threads(Backend{}, threads);
+  nlb::Context<BackendOf<Storage>> ctx(threads);
   const auto tokens = random_tokens(prompt + steps);
   auto cache = model.make_cache();
   typename ModelOf<Storage>::Workspace ws;
-  nlb::RowMatrix<float> logits;
+  typename ModelOf<Storage>::Logits logits;
   double seconds = 0;
-  for (auto _ : state) {
-    const double s = decode_seconds(model, tokens, prompt, steps, {}, {}, cache, ws, logits);
-    state.SetIterationTime(s);
-    seconds += s;
+  {
+    const nlb::bench::OneThreadAfter<Backend> one_thread_after;
+    for (auto _ : state) {
+      const double s = decode_seconds(ctx, model, tokens, prompt, steps, {}, {}, cache, ws, logits);
+      state.SetIterationTime(s);
+      seconds += s;
+    }
   }
-  nlb::ops::set_gemm_threads(Backend{}, 1);
   const double bytes =
       step_bytes(model.config(), static_cast<double>(prompt) + static_cast<double>(steps + 1) / 2,
                  nlb::storage::is_half<Storage> ? 2 : 4);
@@ -221,19 +227,19 @@ void BM_prefill(benchmark::State& state) {
   const auto& model = decode_model<Storage>();
   const Index length = state.range(0);
   const int threads = static_cast<int>(state.range(1));
-  nlb::ops::set_gemm_threads(Backend{}, threads);
+  const nlb::bench::OneThreadAfter<Backend> one_thread_after;
+  nlb::Context<BackendOf<Storage>> ctx(threads);
   const auto tokens = random_tokens(length);
   typename ModelOf<Storage>::Workspace ws;
-  nlb::RowMatrix<float> logits;
-  model.forward(tokens, logits, ws);
+  typename ModelOf<Storage>::Logits logits;
+  model.forward(ctx, tokens, logits, ws);
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
-    model.forward(tokens, logits, ws);
+    model.forward(ctx, tokens, logits, ws);
     benchmark::DoNotOptimize(logits.data());
     state.SetIterationTime(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  nlb::ops::set_gemm_threads(Backend{}, 1);
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * length);
   state.counters["threads"] = threads;
 }
@@ -274,7 +280,7 @@ void BM_prefill_widening(benchmark::State& state) {
 
 // Every layer's MLP replaced by a gated one routing about `fraction` of its rows linear.
 struct GatedLayers {
-  using Variant = nlb::MlpVariant<float, Backend>;
+  using Variant = nlb::ModelVariant<float, Backend>;
   std::vector<Variant::Surrogate> surrogates;
   Variant variant;
 
@@ -306,18 +312,20 @@ void decode_side_by_side(benchmark::State& state, double fraction, int threads) 
       gated ? gated->variant.overrides(layers) : std::vector<nlb::LayerOverride<float, Backend>>{};
   std::vector<nlb::RouteCounts> counts(static_cast<std::size_t>(layers));
   const auto tokens = random_tokens(kPrompt + kSteps);
-  nlb::ops::set_gemm_threads(Backend{}, threads);
+  nlb::Context<Backend> ctx(threads);
   auto cache = model.make_cache();
   Model::Workspace ws;
-  nlb::RowMatrix<float> logits;
+  Model::Logits logits;
   double seconds = 0;
-  for (auto _ : state) {
-    const double s =
-        decode_seconds(model, tokens, kPrompt, kSteps, overrides, counts, cache, ws, logits);
-    state.SetIterationTime(s);
-    seconds += s;
+  {
+    const nlb::bench::OneThreadAfter<Backend> one_thread_after;
+    for (auto _ : state) {
+      const double s =
+          decode_seconds(ctx, model, tokens, kPrompt, kSteps, overrides, counts, cache, ws, logits);
+      state.SetIterationTime(s);
+      seconds += s;
+    }
   }
-  nlb::ops::set_gemm_threads(Backend{}, 1);
   const double span = static_cast<double>(kPrompt) + static_cast<double>(kSteps + 1) / 2;
   const double dense_bytes = step_bytes(c, span);
   double linear = 0, rows = 0;

@@ -14,8 +14,9 @@
 #include <cstdio>
 #include <random>
 
-#include "nlb/core/detail/xsimd_include.hpp"
+#include "nlb/core/context.hpp"
 #include "nlb/core/matrix.hpp"
+#include "nlb/core/xsimd.hpp"
 #include "nlb/ops/gemm.hpp"
 #include "random_matrix.hpp"
 
@@ -55,16 +56,16 @@ void BM_gemm(benchmark::State& state) {
   const Index m = state.range(0), k = state.range(1), n = state.range(2);
   const bool transposed = state.range(3) != 0;
   using Backend = nlb::backend::simd<xsimd::default_arch, Provider>;
-  nlb::ops::set_gemm_threads(Backend{}, 1);
+  const nlb::Context<Backend> ctx(1);
   const Matrix a = random_matrix(m, k, 1.0f, 1);
   const Matrix b = transposed ? random_matrix(n, k, 1.0f, 2) : random_matrix(k, n, 1.0f, 2);
   Matrix c(m, n);
   nlb::GemmScratch<float> scratch;
   for (auto _ : state) {
     if (transposed)
-      nlb::ops::gemm(Backend{}, c, a, b.transpose(), scratch);
+      nlb::ops::gemm(ctx, a, b.transpose(), c, scratch);
     else
-      nlb::ops::gemm(Backend{}, c, a, b, scratch);
+      nlb::ops::gemm(ctx, a, b, c, scratch);
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }

@@ -269,10 +269,12 @@ template <class Backend>
 void BM_LoadAndFirstToken(benchmark::State& state) {
   const auto [dir, summary, label] = prepare(cases[state.range(0)]);
   const std::int32_t token[] = {0};
+  nlb::Context<Backend> ctx;
   for (auto _ : state) {
     const auto model = nlb::load_model<float, Backend>(dir);
-    nlb::RowMatrix<float> logits;
-    model.forward(token, logits);
+    typename nlb::Transformer<float, Backend>::Logits logits;
+    typename nlb::Transformer<float, Backend>::Workspace ws;
+    model.forward(ctx, token, logits, ws);
     benchmark::DoNotOptimize(logits.data());
   }
   state.SetLabel(label);

@@ -6,16 +6,19 @@
 //
 // Arguments: {d, T} for dense and bare GEMM, {d, T, 100·f} for gated. One thread.
 //
-// The ...ProviderOnly variants run the same with ops::set_small_gemm(false): every product in
-// the BLAS provider, none in kernels::small_gemm (the row kernel ops::gemm uses for 2 … 64 rows
-// where the SIMD width has it), so that both are measured side by side. BM_ReadBandwidth is the
-// one-thread read bandwidth of this machine, the bound on streaming the weights.
+// The ...ProviderOnly variants run the same with a context whose small_gemm is off
+// (Context::set_small_gemm(false), bench::provider_only): every product in the BLAS provider, none
+// in kernels::small_gemm (the row kernel ops::gemm uses for 2 … 64 rows where the SIMD width has
+// it), so that both are measured side by side. BM_ReadBandwidth is the one-thread read bandwidth of
+// this machine, the bound on streaming the weights.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <random>
 
-#include "nlb/nlb.hpp"
+#include "nlb/analysis/flops.hpp"
+#include "nlb/core.hpp"
+#include "nlb/mlp.hpp"
 #include "provider_only.hpp"
 #include "random_matrix.hpp"
 #include "read_bandwidth.hpp"
@@ -23,6 +26,8 @@
 namespace {
 
 using nlb::Index;
+using Backend = nlb::backend::cpu;
+using Context = nlb::Context<Backend>;
 using Matrix = nlb::Activations<float>;
 using MlpT = nlb::Mlp<float>;
 using SurrogateT = nlb::RidgeSurrogate<float>;
@@ -46,20 +51,22 @@ void set_counters(benchmark::State& state, Index d, Index tokens, double flops_p
 }
 
 void BM_DenseMlp(benchmark::State& state) {
+  Context ctx;
   const Index d = state.range(0), tokens = state.range(1);
   const MlpT mlp = random_mlp(d);
   const Matrix X = random_matrix(tokens, d, 1.0f, 5);
   Matrix Y(tokens, d);
   MlpT::Workspace ws;
   for (auto _ : state) {
-    mlp.forward(X, Y, ws);
+    mlp.forward(ctx, X, Y, ws);
     benchmark::DoNotOptimize(Y.data());
     benchmark::ClobberMemory();
   }
   set_counters(state, d, tokens, nlb::flops::dense_mlp_per_token(double(d), 4.0 * double(d)));
 }
 
-void BM_GatedMlp(benchmark::State& state) {
+// The gated MLP in `ctx` (one thread; small_gemm on, or off for the ProviderOnly run).
+void gated_mlp(benchmark::State& state, Context& ctx) {
   const Index d = state.range(0), tokens = state.range(1);
   const double fraction = static_cast<double>(state.range(2)) / 100.0;
   const Matrix X = random_matrix(tokens, d, 1.0f, 5);
@@ -71,7 +78,7 @@ void BM_GatedMlp(benchmark::State& state) {
   decltype(gated)::Workspace ws;
   nlb::RouteCounts counts;
   for (auto _ : state) {
-    counts = gated.forward(X, Y, ws);
+    counts = gated.forward(ctx, X, Y, ws);
     benchmark::DoNotOptimize(Y.data());
     benchmark::ClobberMemory();
   }
@@ -91,15 +98,15 @@ void BM_GatedMlp(benchmark::State& state) {
 // The two GEMMs of the MLP and nothing else, by the backend's GEMM provider (the one Mlp
 // uses): the ceiling the Mlp is measured against. Also run at the row counts the gated layer's
 // full path gets (T (1 - f)), so that its small-block GEMM rate is measured in the same run.
-void BM_BareGemm(benchmark::State& state) {
+void bare_gemm(benchmark::State& state, const Context& ctx) {
   const Index d = state.range(0), tokens = state.range(1);
   const MlpT mlp = random_mlp(d);
   const Matrix X = random_matrix(tokens, d, 1.0f, 5);
   Matrix H(tokens, 4 * d), Y(tokens, d);
   nlb::GemmScratch<float> scratch;
   for (auto _ : state) {
-    nlb::ops::gemm(nlb::backend::cpu{}, H, X, mlp.w_fc(), scratch);
-    nlb::ops::gemm(nlb::backend::cpu{}, Y, H, mlp.w_proj(), scratch);
+    nlb::ops::gemm(ctx, X, mlp.w_fc(), H, scratch);
+    nlb::ops::gemm(ctx, H, mlp.w_proj(), Y, scratch);
     benchmark::DoNotOptimize(Y.data());
     benchmark::ClobberMemory();
   }
@@ -108,33 +115,44 @@ void BM_BareGemm(benchmark::State& state) {
 
 // The surrogate's one [T, d] x [d, d] GEMM by the provider, at the row counts the gated layer's
 // linear path gets (T f).
-void BM_BareSurrogateGemm(benchmark::State& state) {
+void bare_surrogate_gemm(benchmark::State& state, const Context& ctx) {
   const Index d = state.range(0), tokens = state.range(1);
   const Matrix W = random_matrix(d, d, 0.03f, 7);
   const Matrix X = random_matrix(tokens, d, 1.0f, 5);
   Matrix Y(tokens, d);
   nlb::GemmScratch<float> scratch;
   for (auto _ : state) {
-    nlb::ops::gemm(nlb::backend::cpu{}, Y, X, W, scratch);
+    nlb::ops::gemm(ctx, X, W, Y, scratch);
     benchmark::DoNotOptimize(Y.data());
     benchmark::ClobberMemory();
   }
   set_counters(state, d, tokens, 2.0 * double(d) * double(d));
 }
 
+void BM_BareGemm(benchmark::State& state) {
+  bare_gemm(state, Context());
+}
+
+void BM_BareSurrogateGemm(benchmark::State& state) {
+  bare_surrogate_gemm(state, Context());
+}
+
+void BM_GatedMlp(benchmark::State& state) {
+  Context ctx;
+  gated_mlp(state, ctx);
+}
+
 void BM_BareGemmProviderOnly(benchmark::State& state) {
-  const nlb::bench::ProviderOnly scope;
-  BM_BareGemm(state);
+  bare_gemm(state, nlb::bench::provider_only(Context()));
 }
 
 void BM_BareSurrogateGemmProviderOnly(benchmark::State& state) {
-  const nlb::bench::ProviderOnly scope;
-  BM_BareSurrogateGemm(state);
+  bare_surrogate_gemm(state, nlb::bench::provider_only(Context()));
 }
 
 void BM_GatedMlpProviderOnly(benchmark::State& state) {
-  const nlb::bench::ProviderOnly scope;
-  BM_GatedMlp(state);
+  Context ctx = nlb::bench::provider_only(Context());
+  gated_mlp(state, ctx);
 }
 
 // Sums a 256 MiB float array (far beyond the caches) as 16 side-by-side streams: the rate at

@@ -6,12 +6,14 @@
 //       --benchmark_report_aggregates_only=true   (one command line)
 //
 // BM_Gpt2SmallForward/<provider>: the model on backend::simd with each GEMM provider of this
-// build (nlb/ops/gemm.hpp), side by side. Arguments: {T, threads}; threads are the provider's
-// GEMM threads (ops::set_gemm_threads: Eigen's OpenMP threads, OpenBLAS's or BLIS's pool).
+// build (nlb/ops/gemm.hpp), side by side. Arguments: {T, threads}; threads are the context's
+// (Context<Backend>(threads), which ops::gemm gives the provider: Eigen's OpenMP threads,
+// OpenBLAS's or BLIS's pool).
 // OpenBLAS 0.3.21 does not know every CPU: set OPENBLAS_CORETYPE (docs/benchmarks.md).
 #include <benchmark/benchmark.h>
 
 #include <random>
+#include <type_traits>
 
 #include "gpt2_small_model.hpp"
 #include "nlb/model/load_model.hpp"
@@ -23,33 +25,47 @@ namespace {
 using nlb::bench::gpt2_small_dir;
 
 template <class Provider>
-void BM_Gpt2SmallForward(benchmark::State& state) {
-  using Backend = nlb::backend::simd<xsimd::default_arch, Provider>;
+using BackendOf = nlb::backend::simd<xsimd::default_arch, Provider>;
+
+// The forward in a context of state.range(1) threads; `small_gemm` off gives every product to
+// the provider.
+template <class Provider>
+void forward(benchmark::State& state, bool small_gemm) {
+  using Backend = BackendOf<Provider>;
   static const auto model = nlb::load_model<float, Backend>(gpt2_small_dir());
+  using Model = std::remove_cvref_t<decltype(model)>;
   const auto T = static_cast<std::size_t>(state.range(0));
   const int threads = static_cast<int>(state.range(1));
-  nlb::ops::set_gemm_threads(Backend{}, threads);
+  const nlb::bench::OneThreadAfter<Backend> one_thread_after;
+  nlb::Context<Backend> ctx(threads);
+  ctx.set_small_gemm(small_gemm);
   std::vector<std::int32_t> tokens(T);
   std::mt19937 rng(2);
   for (auto& t : tokens)
     t = static_cast<std::int32_t>(rng() % 50257);
-  nlb::RowMatrix<float> logits;
+  typename Model::Logits logits;
   for (auto _ : state) {
-    model.forward(tokens, logits);
+    // A fresh workspace per forward, as the workspace-less forward(tokens, logits) these figures
+    // were first measured with allocated one (docs/benchmarks.md compares against them).
+    typename Model::Workspace ws;
+    model.forward(ctx, tokens, logits, ws);
     benchmark::DoNotOptimize(logits.data());
   }
-  nlb::ops::set_gemm_threads(Backend{}, 1);
   state.SetItemsProcessed(state.iterations() * static_cast<long long>(T));  // tokens/s
   state.counters["threads"] = static_cast<double>(threads);
   state.counters["provider_in_use"] = nlb::ops::gemm_provider_in_use(Backend{}) ? 1.0 : 0.0;
+}
+
+template <class Provider>
+void BM_Gpt2SmallForward(benchmark::State& state) {
+  forward<Provider>(state, true);
 }
 
 // The same with kernels::small_gemm off: every product in the provider (its few-row products are
 // the attention's per-head tiles; the projections have T >= 128 rows).
 template <class Provider>
 void BM_Gpt2SmallForwardProviderOnly(benchmark::State& state) {
-  const nlb::bench::ProviderOnly scope;
-  BM_Gpt2SmallForward<Provider>(state);
+  forward<Provider>(state, false);
 }
 
 void forward_args(benchmark::internal::Benchmark* b) {

@@ -111,8 +111,10 @@ int main(int argc, char** argv) {
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(length));
   for (Index t = 0; t < length; ++t)
     tokens[static_cast<std::size_t>(t)] = static_cast<std::int32_t>((t * 37 + 11) % vocab);
+  nlb::Context<nlb::backend::cpu> ctx;
+  CascadeModel::Workspace ws;
   nlb::RowMatrix<float> logits;
-  model.forward(tokens, logits);
+  model.forward(ctx, tokens, logits, ws);
   std::printf("logits [%ld, %ld], finite: %s\n", static_cast<long>(logits.rows()),
               static_cast<long>(logits.cols()), logits.allFinite() ? "yes" : "no");
   return logits.allFinite() && logits.rows() == length && logits.cols() == vocab ? 0 : 1;

@@ -40,15 +40,16 @@ struct MlpTaps {
 
 // δ per position (PAPERS §A3): the loss with the layer's MLP replaced by `surrogate` minus
 // the loss of the unmodified model, from one window's two forward passes.
-std::vector<double> loss_deltas(Model& model, Index layer, const Slot& linear,
+std::vector<double> loss_deltas(nlb::Context<nlb::backend::cpu>& ctx, Model& model,
+                                Model::Workspace& ws, Index layer, const Slot& linear,
                                 std::span<const std::int32_t> window) {
   nlb::RowMatrix<float> logits;
-  model.forward(window, logits);
+  model.forward(ctx, window, logits, ws);
   const auto base = nlb::next_token_losses(logits, window);
   Slot& slot = model.layers()[static_cast<std::size_t>(layer)].mlp();
   Slot full = linear;
   std::swap(slot, full);
-  model.forward(window, logits);
+  model.forward(ctx, window, logits, ws);
   std::swap(slot, full);
   const auto lin = nlb::next_token_losses(logits, window);
   std::vector<double> delta(base.size());
@@ -69,6 +70,8 @@ int main(int argc, char** argv) {
   const Index layer = argc > arg + 1 ? std::stoi(argv[arg + 1]) : 2;
 
   Model model = nlb::load_model<float>(model_dir);
+  nlb::Context<nlb::backend::cpu> ctx;  // one thread; Context(n) for n
+  Model::Workspace ws;                  // every forward pass below reuses it
   const Index context = model.config().n_positions;
   const auto fit_text = nlb::io::read_text_tokens(source + "/data/kjv-fit.txt");
   const auto eval_text = nlb::io::read_text_tokens(source + "/data/kjv-eval.txt");
@@ -86,7 +89,7 @@ int main(int argc, char** argv) {
   nlb::RowMatrix<float> logits;
   const Index stats_windows = fit_windows / 2;
   for (Index w = 0; w < stats_windows; ++w) {
-    model.forward(window(fit_text, w), logits, taps);
+    model.forward(ctx, window(fit_text, w), logits, ws, taps);
     stats.add(taps.x, taps.y);
   }
   nlb::RidgeSurrogate<float> surrogate;
@@ -97,9 +100,9 @@ int main(int argc, char** argv) {
   std::vector<double> delta;
   std::vector<nlb::RowMatrix<float>> inputs;
   for (Index w = stats_windows; w < fit_windows; ++w) {
-    model.forward(window(fit_text, w), logits, taps);
+    model.forward(ctx, window(fit_text, w), logits, ws, taps);
     inputs.push_back(taps.x.topRows(context - 1));  // position t predicts token t + 1
-    const auto d = loss_deltas(model, layer, linear, window(fit_text, w));
+    const auto d = loss_deltas(ctx, model, ws, layer, linear, window(fit_text, w));
     delta.insert(delta.end(), d.begin(), d.end());
   }
   gate_x.resize(static_cast<Index>(delta.size()), model.config().d_model);
@@ -110,7 +113,7 @@ int main(int argc, char** argv) {
   gate.calibrate_linear_fraction(gate_x, 0.5);
 
   // 3. Swap the layer's MLP for the gated one, built around the layer's own full MLP.
-  const auto before = nlb::evaluate_perplexity(model, eval_text, context, eval_windows);
+  const auto before = nlb::evaluate_perplexity(ctx, model, eval_text, context, eval_windows);
   Slot& slot = model.layers()[static_cast<std::size_t>(layer)].mlp();
   const auto& full = std::get<Slot::MlpTanh>(slot.kind());
   slot = Slot(Slot::GatedTanh(full, surrogate, gate));
@@ -118,7 +121,7 @@ int main(int argc, char** argv) {
   double loss = 0;
   Index predicted = 0;
   for (Index w = 0; w < eval_windows; ++w) {
-    model.forward(window(eval_text, w), logits, nlb::NoTaps{}, nullptr, &counts);
+    model.forward(ctx, window(eval_text, w), logits, ws, nlb::NoTaps{}, nullptr, &counts);
     for (double l : nlb::next_token_losses(logits, window(eval_text, w)))
       loss += l;
     predicted += context - 1;

@@ -102,9 +102,15 @@ int main(int argc, char** argv) {
   std::printf("nlbudget MLP-budget demo: d = %ld, h = %ld, %ld fit tokens, %ld held-out tokens\n",
               long(sizes.d), long(4 * sizes.d), long(sizes.fit_tokens), long(sizes.eval_tokens));
 
+  // Every component runs as forward(ctx, X, Y, workspace): the context says how many threads an
+  // operation may use (one here), the workspace holds the scratch memory, reused across calls.
+  nlb::Context<nlb::backend::cpu> ctx;
   const MlpT mlp = make_partly_linear_mlp(sizes.d, rng);
+  MlpT::Workspace dense_ws;
+  SurrogateT::Workspace linear_ws;
   const Matrix X_fit = make_tokens(sizes.fit_tokens, sizes.d, rng);
-  const Matrix Y_fit = mlp.forward(X_fit);
+  Matrix Y_fit(sizes.fit_tokens, sizes.d);
+  mlp.forward(ctx, X_fit, Y_fit, dense_ws);
 
   // 1. Ridge surrogate from streamed statistics (PAPERS.md §A1, λ = 0.01).
   nlb::RidgeStats<> stats(sizes.d, sizes.d);
@@ -118,7 +124,8 @@ int main(int argc, char** argv) {
 
   // 2. Gate labels from δ (§A3). With no language-model loss here, δ is the squared output
   //    error the surrogate makes on each token.
-  const Matrix Y_lin_fit = surrogate.forward(X_fit);
+  Matrix Y_lin_fit(sizes.fit_tokens, sizes.d);
+  surrogate.forward(ctx, X_fit, Y_lin_fit, linear_ws);
   std::vector<double> delta(static_cast<std::size_t>(sizes.fit_tokens));
   for (Index t = 0; t < sizes.fit_tokens; ++t) {
     delta[static_cast<std::size_t>(t)] =
@@ -134,13 +141,12 @@ int main(int argc, char** argv) {
   const Matrix X_eval = make_tokens(sizes.eval_tokens, sizes.d, rng);
   const nlb::GatedMLP<MlpT, SurrogateT, GateT> gated(mlp, surrogate, gate);
   Matrix Y_dense(sizes.eval_tokens, sizes.d), Y_gated(sizes.eval_tokens, sizes.d);
-  MlpT::Workspace dense_ws;
   decltype(gated)::Workspace gated_ws;
   nlb::RouteCounts counts;
   auto run_dense = [&] {
     for (Index s = 0; s < sizes.eval_tokens; s += sizes.batch) {
       const Index rows = std::min(sizes.batch, sizes.eval_tokens - s);
-      mlp.forward(X_eval.middleRows(s, rows), Y_dense.middleRows(s, rows), dense_ws);
+      mlp.forward(ctx, X_eval.middleRows(s, rows), Y_dense.middleRows(s, rows), dense_ws);
     }
   };
   auto run_gated = [&] {
@@ -148,7 +154,7 @@ int main(int argc, char** argv) {
     for (Index s = 0; s < sizes.eval_tokens; s += sizes.batch) {
       const Index rows = std::min(sizes.batch, sizes.eval_tokens - s);
       const auto c =
-          gated.forward(X_eval.middleRows(s, rows), Y_gated.middleRows(s, rows), gated_ws);
+          gated.forward(ctx, X_eval.middleRows(s, rows), Y_gated.middleRows(s, rows), gated_ws);
       counts.linear += c.linear;
       counts.full += c.full;
     }
@@ -157,7 +163,8 @@ int main(int argc, char** argv) {
   const double dense_s = median_seconds(repeats, run_dense);
   const double gated_s = median_seconds(repeats, run_gated);
 
-  const Matrix Y_all_linear = surrogate.forward(X_eval);
+  Matrix Y_all_linear(sizes.eval_tokens, sizes.d);
+  surrogate.forward(ctx, X_eval, Y_all_linear, linear_ws);
   const double norm = Y_dense.template cast<double>().norm();
   const double gated_error = (Y_gated - Y_dense).template cast<double>().norm() / norm;
   const double linear_error = (Y_all_linear - Y_dense).template cast<double>().norm() / norm;

@@ -66,15 +66,16 @@ int main(int argc, char** argv) {
   // The whole sequence in one call (a residual stream x [T, d], advanced in place).
   const nlb::Activations<float, D> input = random(T, D, 1.0f);
   nlb::Activations<float, D> x = input;
+  nlb::Context<nlb::backend::cpu> ctx;
   SDBlock::Workspace ws;
-  block.forward(x, ws, /*layer=*/0);
+  block.forward(ctx, x, ws, /*layer=*/0);
 
   // The same tokens one at a time: each step sees the cached rows of the steps before it.
   nlb::KVCacheLayer<float> cache(T, D);
   float max_gap = 0.0f;
   for (Index t = 0; t < T; ++t) {
     nlb::Activations<float, D> step = input.row(t);
-    block.forward(step, ws, 0, &cache);
+    block.forward(ctx, step, ws, 0, &cache);
     max_gap = std::max(max_gap, (step.row(0) - x.row(t)).cwiseAbs().maxCoeff());
   }
 

@@ -10,17 +10,18 @@
 #   scripts/gpu-check.sh run       on the GPU machine, from the repository root, with
 #                                  build/gpu/bundle carried: runs every suite (the model suite
 #                                  checks the logits against the PyTorch fixtures), then
-#                                  compute-sanitizer's memcheck on the gated cases (one of them a
-#                                  whole-model forward), then the benchmarks — bench_cuda and
-#                                  benchmarks/cuda/torch_cuda.py on the same GPT-2-small
-#                                  directory — and writes every log to $OUT (or build/gpu/out);
-#                                  exits non-zero on any failure, 77 when no usable GPU is found.
+#                                  compute-sanitizer's memcheck on every op (test_cuda_ops) and on
+#                                  the gated cases (one of them a whole-model forward), then the
+#                                  benchmarks — bench_cuda and benchmarks/cuda/torch_cuda.py on the
+#                                  same GPT-2-small directory — and writes every log to $OUT (or
+#                                  build/gpu/out); exits non-zero on any failure, 77 when no usable
+#                                  GPU is found.
 #
 # The suites find models/ and tests/fixtures under $NLB_SOURCE_DIR (set to the repository root
 # here), since the binaries were built elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-suites=(test_cuda_mlp test_cuda_model)
+suites=(test_cuda_ops test_cuda_mlp test_cuda_model)
 programs=("${suites[@]}" bench_cuda)
 bundle=build/gpu/bundle
 
@@ -63,9 +64,11 @@ run)
     [ "$rc" -eq 77 ] && exit 77  # no usable GPU: nothing else can run
     [ "$rc" -ne 0 ] && status=1
     if command -v compute-sanitizer >/dev/null; then
+      cases='gated_*'
+      [ "$suite" = test_cuda_ops ] && cases='*'  # the ops suite is small: all of it
       set +e
       compute-sanitizer --tool memcheck --error-exitcode 3 "$bundle/$suite" \
-        --run_test='gated_*' --report_level=short >"$out/$suite.memcheck.log" 2>&1
+        --run_test="$cases" --report_level=short >"$out/$suite.memcheck.log" 2>&1
       rc=$?
       set -e
       tail -n 3 "$out/$suite.memcheck.log"

@@ -7,6 +7,14 @@
 // machine without a GPU: NLB_BENCH_SMALL=1 shrinks every shape). The model directory is
 // NLB_BENCH_MODEL when set (the GPT-2-small directory torch_cuda.py reads too), else a
 // GPT-2-small directory with random weights written to the temporary directory.
+//
+// The device model and components are the library's one model stack on backend::cuda: the host
+// model uploaded with to_backend, called as on the CPU with a Context<backend::cuda>.
+
+// First: the components call the ops by qualified name, so the device ops must be declared
+// before any component header (nlb/cuda.cuh).
+#include "nlb/cuda.cuh"
+
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -21,14 +29,13 @@
 #include "../gpt2_small_model.hpp"
 #include "../random_matrix.hpp"
 #include "nlb/analysis/flops.hpp"
-#include "nlb/cuda/gated_mlp.cuh"
-#include "nlb/cuda/transformer.cuh"
 #include "nlb/model/load_model.hpp"
 
 namespace {
 
 using nlb::Index;
 using Cuda = nlb::backend::cuda;
+using DeviceModel = nlb::Transformer<float, Cuda>;
 using nlb::bench::random_matrix;
 
 bool small() {
@@ -39,13 +46,13 @@ bool small() {
 // The device model, loaded once per process.
 struct DeviceGpt2 {
   nlb::Context<Cuda> ctx;
-  std::unique_ptr<nlb::Transformer<float, Cuda>> model;
+  std::unique_ptr<DeviceModel> model;
   std::vector<std::int32_t> tokens;  // [n_positions · 8], fixed pseudo-random ids
   DeviceGpt2() {
     const char* dir = std::getenv("NLB_BENCH_MODEL");
     const auto host =
         nlb::load_model<float>(dir ? std::filesystem::path(dir) : nlb::bench::gpt2_small_dir());
-    model = std::make_unique<nlb::Transformer<float, Cuda>>(nlb::to_backend(Cuda{}, host));
+    model = std::make_unique<DeviceModel>(nlb::to_backend(Cuda{}, host));
     const auto& c = host.config();
     tokens.resize(static_cast<std::size_t>(c.n_positions) * 8);
     for (std::size_t i = 0; i < tokens.size(); ++i)
@@ -65,12 +72,14 @@ void BM_CudaForward(benchmark::State& state) {
   auto& g = gpt2();
   const Index T = small() ? std::min<Index>(state.range(0), 32) : state.range(0);
   const Index windows = state.range(1);
-  typename nlb::Transformer<float, Cuda>::Workspace ws;
+  DeviceModel::Workspace ws;
+  DeviceModel::Logits logits;  // [T, vocab] on the device
   const std::span<const std::int32_t> all(g.tokens);
   auto run = [&] {
     for (Index w = 0; w < windows; ++w)
-      g.model->forward_on_device(
-          g.ctx, all.subspan(static_cast<std::size_t>(w * T), static_cast<std::size_t>(T)), ws);
+      g.model->forward(g.ctx,
+                       all.subspan(static_cast<std::size_t>(w * T), static_cast<std::size_t>(T)),
+                       logits, ws);
     g.ctx.synchronize();
   };
   run();  // warm-up: workspace growth, cuBLAS heuristics
@@ -90,24 +99,29 @@ BENCHMARK(BM_CudaForward)
     ->MinTime(2.0);
 
 // Batch-1 decoding: a prompt of 16 tokens, then `steps` tokens one at a time through the device
-// KV cache, each step's logits copied back and the next token chosen on the host (greedy), as a
-// generation loop does. The prompt's prefill is in the time, as in torch_cuda.py.
+// KV cache, each forward's logits (all its rows) copied back and the next token chosen on the
+// host (greedy), as a generation loop does. The prompt's prefill is in the time, as in
+// torch_cuda.py.
 void BM_CudaDecode(benchmark::State& state) {
   auto& g = gpt2();
   const Index prompt = 16, steps = small() ? 8 : state.range(0);
-  typename nlb::Transformer<float, Cuda>::Workspace ws;
+  DeviceModel::Workspace ws;
   auto cache = g.model->make_cache();
-  nlb::RowMatrix<float> logits;
+  DeviceModel::Logits logits;  // on the device
+  nlb::RowMatrix<float> host;  // its copy on the host
   const std::span<const std::int32_t> all(g.tokens);
   for (auto _ : state) {
     cache.clear();
-    g.model->forward(g.ctx, all.first(prompt), logits, ws, &cache);
+    g.model->forward(g.ctx, all.first(prompt), logits, ws, nlb::NoTaps{}, &cache);
+    host = nlb::cuda::download(g.ctx, logits);
     std::int32_t next = 0;
     for (Index s = 0; s < steps; ++s) {
       Eigen::Index best = 0;
-      logits.row(logits.rows() - 1).maxCoeff(&best);
+      host.row(host.rows() - 1).maxCoeff(&best);
       next = static_cast<std::int32_t>(best);
-      g.model->forward(g.ctx, std::span<const std::int32_t>(&next, 1), logits, ws, &cache);
+      g.model->forward(g.ctx, std::span<const std::int32_t>(&next, 1), logits, ws, nlb::NoTaps{},
+                       &cache);
+      host = nlb::cuda::download(g.ctx, logits);
     }
     benchmark::DoNotOptimize(next);
   }
@@ -139,7 +153,7 @@ void BM_CudaMlp(benchmark::State& state) {
   nlb::Context<Cuda> ctx;
   const Index d = mlp_width(), T = mlp_rows(state);
   const auto mlp = nlb::to_backend(Cuda{}, random_mlp(d));
-  const auto X = nlb::cuda::upload(random_matrix(T, d, 1.0f, 5));
+  const auto X = nlb::cuda::upload(ctx, random_matrix(T, d, 1.0f, 5));
   nlb::cuda::DeviceMatrix<float> Y(T, d);
   typename decltype(mlp)::Workspace ws;
   mlp.forward(ctx, X.view(), Y.view(), ws);
@@ -167,7 +181,7 @@ void BM_CudaGatedMlp(benchmark::State& state) {
       random_mlp(d), HostSurrogate(random_matrix(d, d, 0.03f, 7), random_matrix(1, d, 0.1f, 8)),
       gate);
   const auto gated = nlb::to_backend(Cuda{}, host);
-  const auto X = nlb::cuda::upload(x);
+  const auto X = nlb::cuda::upload(ctx, x);
   nlb::cuda::DeviceMatrix<float> Y(T, d);
   typename decltype(gated)::Workspace ws;
   nlb::RouteCounts counts = gated.forward(ctx, X.view(), Y.view(), ws);

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "nlb/analysis/attention_conversions.hpp"
+#include "nlb/analysis/attention/conversions.hpp"
 #include "nlb/attention/sd_attention.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
@@ -61,16 +61,17 @@ BOOST_AUTO_TEST_CASE(factored_attention_equals_dense_attention) {
   BOOST_TEST(factored.feature_width(0) == d / heads);
   const nlb::Activations<double> x = gaussian(t, d, 20);
   nlb::Activations<double> want(t, d), got(t, d);
+  nlb::Context<nlb::backend::cpu> ctx;
   nlb::DenseAttention<double>::Workspace dws;
   nlb::FactoredAttention<double>::Workspace fws;
-  dense.forward(x, want, dws);
-  factored.forward(x, got, fws);
+  dense.forward(ctx, x, want, dws);
+  factored.forward(ctx, x, got, fws);
   BOOST_TEST(max_rel_diff(got, want) <= tol::conversion_f64_rel);
   // incremental: 6 tokens, then 5 more through a KV cache, equal the one-shot rows
   nlb::KVCacheLayer<double> cache(t, d);
   nlb::Activations<double> part1(6, d), part2(t - 6, d);
-  factored.forward(x.topRows(6), part1, fws, &cache);
-  factored.forward(x.bottomRows(t - 6), part2, fws, &cache);
+  factored.forward(ctx, x.topRows(6), part1, fws, &cache);
+  factored.forward(ctx, x.bottomRows(t - 6), part2, fws, &cache);
   BOOST_TEST(cache.length == t);
   BOOST_TEST(max_rel_diff(part1, want.topRows(6)) <= tol::conversion_f64_rel);
   BOOST_TEST(max_rel_diff(part2, want.bottomRows(t - 6)) <= tol::conversion_f64_rel);
@@ -99,8 +100,9 @@ BOOST_AUTO_TEST_CASE(factored_attention_rejects_bad_shapes) {
   BOOST_CHECK_THROW(nlb::FactoredAttention<double>(three, wv, bv, w.w_out, w.b_out, 0.5),
                     nlb::ShapeError);
   nlb::Activations<double> x = gaussian(3, d + 1, 31), y(3, d);
+  nlb::Context<nlb::backend::cpu> ctx;
   nlb::FactoredAttention<double>::Workspace ws;
-  BOOST_CHECK_THROW(f.forward(x, y, ws), nlb::ShapeError);
+  BOOST_CHECK_THROW(f.forward(ctx, x, y, ws), nlb::ShapeError);
 }
 
 BOOST_AUTO_TEST_CASE(full_rank_conversion_reproduces_dense_and_sd_layers) {
@@ -113,12 +115,13 @@ BOOST_AUTO_TEST_CASE(full_rank_conversion_reproduces_dense_and_sd_layers) {
   const auto full = nlb::convert_layer<double>(
       forms, [](const nlb::HeadForm& f) { return nlb::truncate_skew(f, f.max_skew_rank()); });
   nlb::Activations<double> want(t, d), got(t, d);
+  nlb::Context<nlb::backend::cpu> ctx;
   nlb::DenseAttention<double>::Workspace dws;
   nlb::FactoredAttention<double>::Workspace fws;
-  dense.forward(x, want, dws);
-  same.forward(x, got, fws);
+  dense.forward(ctx, x, want, dws);
+  same.forward(ctx, x, got, fws);
   BOOST_TEST(max_rel_diff(got, want) <= tol::conversion_f64_rel);
-  full.forward(x, got, fws);
+  full.forward(ctx, x, got, fws);
   BOOST_TEST(max_rel_diff(got, want) <= tol::conversion_f64_rel);
 
   // S–D layer: factored form of S − D equals SDAttention
@@ -137,8 +140,8 @@ BOOST_AUTO_TEST_CASE(full_rank_conversion_reproduces_dense_and_sd_layers) {
   const auto sd_same =
       nlb::convert_layer<double>(sd_forms, [](const nlb::HeadForm& f) { return f; });
   decltype(sd)::Workspace sws;
-  sd.forward(x, want, sws);
-  sd_same.forward(x, got, fws);
+  sd.forward(ctx, x, want, sws);
+  sd_same.forward(ctx, x, got, fws);
   BOOST_TEST(max_rel_diff(got, want) <= tol::conversion_f64_rel);
 }
 
@@ -223,9 +226,11 @@ BOOST_AUTO_TEST_CASE(converted_tiny_gpt2_at_full_rank_reproduces_its_logits) {
             return nlb::truncate_skew(f, f.max_skew_rank());
           }));
     }
+    nlb::Context<nlb::backend::cpu> ctx;
+    typename decltype(model)::Workspace ws, converted_ws;
     nlb::RowMatrix<T> want, got;
-    model.forward(tokens, want);
-    converted.forward(tokens, got);
+    model.forward(ctx, tokens, want, ws);
+    converted.forward(ctx, tokens, got, converted_ws);
     const double err = max_rel_diff(got.template cast<double>(), want.template cast<double>());
     BOOST_TEST_MESSAGE("full-rank conversion, max |Δ logits| / max |logits| = " << err);
     BOOST_TEST(err <= bound);
@@ -237,7 +242,9 @@ BOOST_AUTO_TEST_CASE(converted_tiny_gpt2_at_full_rank_reproduces_its_logits) {
 BOOST_AUTO_TEST_CASE(measured_conversions_on_tiny_models) {
   const auto text = nlb::io::read_text_tokens(source_dir / "data/kjv-eval.txt");
   const auto gpt2 = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
-  const auto r = nlb::measure_attention_conversions(gpt2, text, 64, 2);
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ModelRunner<float> gpt2_runner(ctx, gpt2);
+  const auto r = nlb::measure_attention_conversions(gpt2_runner, text, 64, 2);
   BOOST_TEST(r.baseline.windows == 2);
   // (a) 2, 4, 8, 16, 32, 64 (m = 2·d_h = 64), (b) k = 1..4, (c) diagonal and scalar
   BOOST_TEST_REQUIRE(r.rows.size() == 12u);
@@ -253,7 +260,8 @@ BOOST_AUTO_TEST_CASE(measured_conversions_on_tiny_models) {
   BOOST_TEST(r.rows[11].conversion == "symmetric_scalar");
   // rotary: only (b)
   const auto neox = nlb::load_model<float>(source_dir / "models/tiny-neox");
-  const auto n = nlb::measure_attention_conversions(neox, text, 64, 1);
+  nlb::ModelRunner<float> neox_runner(ctx, neox);
+  const auto n = nlb::measure_attention_conversions(neox_runner, text, 64, 1);
   BOOST_TEST(n.rows.size() == 4u);
   BOOST_TEST(n.not_applicable.size() == 1u);
 }

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "nlb/analysis/attention_spectrum.hpp"
+#include "nlb/analysis/attention/spectrum.hpp"
 #include "nlb/attention/sd_attention.hpp"
 #include "test_random.hpp"
 #include "tolerances.hpp"

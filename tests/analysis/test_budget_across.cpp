@@ -1,4 +1,4 @@
-// The parts of one budget across MLP and attention (analysis/budget_across.hpp): the FLOPs of
+// The parts of one budget across MLP and attention (analysis/budget/across.hpp): the FLOPs of
 // what runs against closed forms counted by hand, an S–D layer rebuilt at a lower routing rank
 // against the factored form of the Eckart–Young truncation (a different algorithm: the SVD of the
 // skew core in the span basis), the scalar filter against the symmetric replacement, and
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "nlb/analysis/budget_across.hpp"
+#include "nlb/analysis/budget/across.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
@@ -30,9 +30,10 @@ double max_rel_diff(const A& got, const B& want) {
 // Y = attn(X) for a slot.
 template <class T>
 nlb::RowMatrix<T> run(const nlb::AttentionSlot<T>& attn, const nlb::RowMatrix<T>& x) {
+  nlb::Context<nlb::backend::cpu> ctx;
   typename nlb::AttentionSlot<T>::Workspace ws;
   nlb::RowMatrix<T> y(x.rows(), x.cols());
-  attn.forward(x, y, ws);
+  attn.forward(ctx, x, y, ws);
   return y;
 }
 
@@ -115,16 +116,18 @@ BOOST_AUTO_TEST_CASE(attention_in_a_variant_equals_a_converted_copy) {
   const auto options = nlb::attention_options(model, 128);
   const auto* o = find(options[2], "skew_rank", 4);
   BOOST_REQUIRE(o != nullptr);
-  nlb::MlpVariant<float> v;
+  nlb::ModelVariant<float> v;
   v.add_attention(2, o->attention);
   BOOST_TEST(v.first_layer(model.layer_count()) == 2);
-  const auto r = nlb::measure_variants(model, tokens, 2, 128, {v}, true);
+  nlb::Context<nlb::backend::cpu> ctx;
+  const auto r = nlb::measure_variants(ctx, model, tokens, 2, 128, {v}, true);
   const auto copy = nlb::with_layer_attention(model, 2, o->attention);
+  nlb::Transformer<float>::Workspace ws;
   nlb::RowMatrix<float> logits;
   std::vector<double> want;
   for (Index w = 0; w < 2; ++w) {
     const std::span<const std::int32_t> win(tokens.data() + w * 128, 128);
-    copy.forward(win, logits);
+    copy.forward(ctx, win, logits, ws);
     const auto loss = nlb::next_token_losses(logits, win);
     want.insert(want.end(), loss.begin(), loss.end());
   }
@@ -136,7 +139,7 @@ BOOST_AUTO_TEST_CASE(attention_in_a_variant_equals_a_converted_copy) {
   // An attention layer replaced twice, or out of range, is refused.
   v.add_attention(2, o->attention);
   BOOST_CHECK_THROW(v.overrides(model.layer_count()), nlb::ArgumentError);
-  nlb::MlpVariant<float> out_of_range;
+  nlb::ModelVariant<float> out_of_range;
   out_of_range.add_attention(model.layer_count(), o->attention);
   BOOST_CHECK_THROW(out_of_range.overrides(model.layer_count()), nlb::ArgumentError);
 }

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "nlb/analysis/budget_allocation.hpp"
+#include "nlb/analysis/budget/allocation.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The MLP budget pipeline (analysis/budget.hpp): the staged forward (Transformer::embed,
+// The MLP budget pipeline (analysis/budget/pipeline.hpp): the staged forward (Transformer::embed,
 // run_layers, head) against Transformer::forward,
 // split discipline (eval data never reaches the fit and label stages), the joint calibration
 // meeting its budget on the label set (re-measured by plain forward passes), bootstrap, no-fly
@@ -8,9 +8,10 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <stdexcept>
 
 #include "error_message.hpp"
-#include "nlb/analysis/budget.hpp"
+#include "nlb/analysis/budget/pipeline.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
@@ -47,17 +48,47 @@ nlb::BudgetProtocol small_protocol() {
   return p;
 }
 
-// A model whose forward never fires the MLP taps.
-struct Silent {
-  using Scalar = float;
-  nlb::ModelConfig c;
-  nlb::Index layer_count() const { return 2; }
-  const nlb::ModelConfig& config() const { return c; }
-  template <class Taps>
-  void forward(std::span<const std::int32_t> t, nlb::RowMatrix<float>& logits, Taps&&) const {
-    logits.setZero(static_cast<nlb::Index>(t.size()), 4);
+// A runner whose forward passes never fire the MLP taps (its model, for the shapes: `shape`).
+class Silent final : public nlb::VariantRunner<float> {
+ public:
+  explicit Silent(const Model& shape) : model_(&shape) {}
+  std::string name() const override { return "silent"; }
+  const Model& model() const override { return *model_; }
+  nlb::VariantLosses measure(Tokens, nlb::Index, nlb::Index, const std::vector<Variant>&, bool,
+                             const Progress&, const HostTaps&) override {
+    throw std::logic_error("Silent::measure: not used");
   }
+  void collect(Tokens, nlb::Index, nlb::Index, const HostTaps&, const Progress&) override {}
+  nlb::ForwardTiming time_forward(Tokens, nlb::Index, nlb::Index, const Variant&,
+                                  nlb::Index) override {
+    return {};
+  }
+  nlb::ForwardTiming time_decode(Tokens, nlb::Index, const Variant&, nlb::Index) override {
+    return {};
+  }
+
+ private:
+  const Model* model_;
 };
+
+// run_budget on `model` through a ModelRunner of its own (no kept streams from another run).
+nlb::BudgetReport<float> budget_report(const Model& model, std::span<const std::int32_t> fit,
+                                       std::span<const std::int32_t> label,
+                                       std::span<const std::int32_t> eval,
+                                       std::span<const std::int32_t> cross,
+                                       const nlb::BudgetProtocol& protocol) {
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ModelRunner<float> runner(ctx, model);
+  return nlb::run_budget(runner, fit, label, eval, cross, protocol);
+}
+
+// fit_surrogates on `model` through a ModelRunner.
+nlb::SurrogateFit<float> surrogates_of(const Model& model, std::span<const std::int32_t> tokens,
+                                       const nlb::BudgetProtocol& protocol) {
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ModelRunner<float> runner(ctx, model);
+  return nlb::fit_surrogates(runner, tokens, protocol);
+}
 
 }  // namespace
 
@@ -68,10 +99,12 @@ namespace {
 std::vector<double> window_sums(const Model& model, const std::vector<std::int32_t>& tokens,
                                 nlb::Index first, nlb::Index count, nlb::Index ctx) {
   std::vector<double> out;
+  nlb::Context<nlb::backend::cpu> host;
+  Model::Workspace ws;
   nlb::RowMatrix<float> logits;
   for (nlb::Index w = first; w < first + count; ++w) {
     const std::span<const std::int32_t> win(tokens.data() + w * ctx, static_cast<std::size_t>(ctx));
-    model.forward(win, logits);
+    model.forward(host, win, logits, ws);
     double s = 0;
     for (double v : nlb::next_token_losses(logits, win))
       s += v;
@@ -102,12 +135,14 @@ double label_delta_pct(const Model& model, const Model& gated,
                        nlb::Index ctx) {
   double sum_gated = 0, sum_base = 0;
   nlb::Index counted = 0;
+  nlb::Context<nlb::backend::cpu> host;
+  Model::Workspace gated_ws, ws;
   nlb::RowMatrix<float> logits;
   for (nlb::Index w = 0; w < windows && counted < n; ++w) {
     const std::span<const std::int32_t> win(tokens.data() + w * ctx, static_cast<std::size_t>(ctx));
-    gated.forward(win, logits);
+    gated.forward(host, win, logits, gated_ws);
     const auto lg = nlb::next_token_losses(logits, win);
-    model.forward(win, logits);
+    model.forward(host, win, logits, ws);
     const auto lb = nlb::next_token_losses(logits, win);
     for (std::size_t i = 0; i < lg.size() && counted < n; ++i, ++counted) {
       sum_gated += lg[i];
@@ -122,14 +157,16 @@ double label_delta_pct(const Model& model, const Model& gated,
 BOOST_AUTO_TEST_CASE(staged_forward_equals_transformer_forward) {
   Model model = tiny_gpt2();
   const auto tokens = first(text("kjv-eval.txt"), 128);
+  nlb::Context<nlb::backend::cpu> ctx;
   nlb::RowMatrix<float> expected, got;
-  model.forward(tokens, expected);
+  Model::Workspace forward_ws;
+  model.forward(ctx, tokens, expected, forward_ws);
   Model::Workspace ws;
   Model::Stream x;
-  model.embed(tokens, x);
-  model.run_layers(x, 0, 2, ws);
-  model.run_layers(x, 2, model.layer_count(), ws);
-  model.head(x, got, ws);
+  model.embed(ctx, tokens, x, ws);
+  model.run_layers(ctx, x, 0, 2, ws);
+  model.run_layers(ctx, x, 2, model.layer_count(), ws);
+  model.head(ctx, x, got, ws);
   BOOST_REQUIRE_EQUAL(got.rows(), expected.rows());
   BOOST_CHECK(got == expected);  // the same operations: bit for bit
 }
@@ -139,7 +176,7 @@ BOOST_AUTO_TEST_CASE(overrides_equal_a_changed_copy_bit_for_bit) {
   // independent reference: a copy of the model with that slot replaced, through plain forward.
   const Model model = tiny_gpt2();
   const auto tokens = first(text("kjv-eval.txt"), 128);
-  const auto fit = nlb::fit_surrogates(model, text("kjv-fit.txt"), small_protocol());
+  const auto fit = surrogates_of(model, text("kjv-fit.txt"), small_protocol());
   nlb::ColVector<float> w = nlb::ColVector<float>::Zero(model.config().d_model);
   w(3) = 1;  // route by one feature's sign: some rows each way
   const nlb::HyperplaneGate<float> gate(w, 0.0f, 0.0f);
@@ -156,15 +193,17 @@ BOOST_AUTO_TEST_CASE(overrides_equal_a_changed_copy_bit_for_bit) {
                                 b0.parallel_residual(), b0.layer_norm_eps(), b0.attn_layer_norm());
   changed.layers()[1].mlp() = nlb::linear_slot(fit.surrogates[1]);
   changed.layers()[2].mlp() = nlb::gated_slot(model.layers()[2].mlp(), fit.surrogates[2], gate);
+  nlb::Context<nlb::backend::cpu> ctx;
   nlb::RowMatrix<float> expected, got;
   nlb::RouteCounts expected_counts;
-  changed.forward(tokens, expected, nlb::NoTaps{}, nullptr, &expected_counts);
+  Model::Workspace changed_ws;
+  changed.forward(ctx, tokens, expected, changed_ws, nlb::NoTaps{}, nullptr, &expected_counts);
   Model::Workspace ws;
   Model::Stream x;
   std::vector<nlb::RouteCounts> counts(static_cast<std::size_t>(model.layer_count()));
-  model.embed(tokens, x);
-  model.run_layers(x, 0, model.layer_count(), ws, overrides, nullptr, nlb::NoTaps{}, counts);
-  model.head(x, got, ws);
+  model.embed(ctx, tokens, x, ws);
+  model.run_layers(ctx, x, 0, model.layer_count(), ws, overrides, nullptr, nlb::NoTaps{}, counts);
+  model.head(ctx, x, got, ws);
   BOOST_CHECK(got == expected);
   BOOST_CHECK_GT(counts[2].linear, 0);
   BOOST_CHECK_GT(counts[2].full, 0);
@@ -178,10 +217,11 @@ BOOST_AUTO_TEST_CASE(overrides_equal_a_changed_copy_bit_for_bit) {
   // A gated override needs the layer's own full MLP: a surrogate slot has none.
   std::vector<Model::Override> bad(static_cast<std::size_t>(model.layer_count()));
   bad[1].mlp = nlb::MlpOverride<float>::gated(fit.surrogates[1], gate);
-  model.embed(tokens, x);
-  BOOST_CHECK_THROW(changed.run_layers(x, 0, model.layer_count(), ws, bad), nlb::ArgumentError);
-  BOOST_CHECK_THROW(model.run_layers(x, 0, 2, ws, std::span(bad).first(2)), nlb::ShapeError);
-  BOOST_CHECK_THROW(model.run_layers(x, 2, 1, ws), nlb::ArgumentError);
+  model.embed(ctx, tokens, x, ws);
+  BOOST_CHECK_THROW(changed.run_layers(ctx, x, 0, model.layer_count(), ws, bad),
+                    nlb::ArgumentError);
+  BOOST_CHECK_THROW(model.run_layers(ctx, x, 0, 2, ws, std::span(bad).first(2)), nlb::ShapeError);
+  BOOST_CHECK_THROW(model.run_layers(ctx, x, 2, 1, ws), nlb::ArgumentError);
 }
 
 BOOST_AUTO_TEST_CASE(variants_reuse_the_prefix_and_restore_the_model) {
@@ -189,16 +229,17 @@ BOOST_AUTO_TEST_CASE(variants_reuse_the_prefix_and_restore_the_model) {
   const auto fit_tokens = text("kjv-fit.txt");
   const auto tokens = first(text("kjv-eval.txt"), 4 * 128);
   auto protocol = small_protocol();
-  const auto fit = nlb::fit_surrogates(model, fit_tokens, protocol);
+  const auto fit = surrogates_of(model, fit_tokens, protocol);
   // Variant: layer 2 linear. Reference: a copy of the model with that slot replaced, run
   // through plain Transformer::forward (no prefix reuse).
-  std::vector<nlb::MlpVariant<float>> variants(1);
+  std::vector<nlb::ModelVariant<float>> variants(1);
   variants[0].add_linear(2, fit.surrogates[2]);
-  const auto r = nlb::measure_variants(model, tokens, 4, 128, variants, true);
+  nlb::Context<nlb::backend::cpu> ctx;
+  const auto r = nlb::measure_variants(ctx, model, tokens, 4, 128, variants, true);
   Model changed = model;
   changed.layers()[2].mlp() = nlb::MlpSlot<float>(fit.surrogates[2]);
-  const auto ref = nlb::evaluate_perplexity(changed, tokens, 128);
-  const auto base = nlb::evaluate_perplexity(model, tokens, 128);  // model restored?
+  const auto ref = nlb::evaluate_perplexity(ctx, changed, tokens, 128);
+  const auto base = nlb::evaluate_perplexity(ctx, model, tokens, 128);  // model restored?
   for (nlb::Index w = 0; w < 4; ++w) {
     BOOST_CHECK_LE(std::fabs(r.window_sum(r.variant[0], w) - ref.window_loss_sums[w]),
                    tol::budget_same_path_abs);
@@ -223,8 +264,8 @@ BOOST_AUTO_TEST_CASE(split_discipline_eval_data_reaches_only_eval_numbers) {
     t = static_cast<std::int32_t>(rng() % 256);
   const auto protocol = small_protocol();
   Model model = tiny_gpt2();
-  const auto a = nlb::run_budget(model, fit_tokens, label_tokens, real_eval, real_cross, protocol);
-  const auto b = nlb::run_budget(model, fit_tokens, label_tokens, garbage, garbage, protocol);
+  const auto a = budget_report(model, fit_tokens, label_tokens, real_eval, real_cross, protocol);
+  const auto b = budget_report(model, fit_tokens, label_tokens, garbage, garbage, protocol);
   const auto layers = static_cast<std::size_t>(model.layer_count());
   for (std::size_t l = 0; l < layers; ++l) {
     BOOST_CHECK_EQUAL(a.fit.reports[l].r2, b.fit.reports[l].r2);
@@ -254,7 +295,7 @@ BOOST_AUTO_TEST_CASE(greedy_calibration_meets_its_budget_on_the_label_set) {
   protocol.calibration_search = nlb::CalibrationSearch::greedy;
   protocol.budgets_pct = {0.5, 2.0};
   Model model = tiny_gpt2();
-  const auto r = nlb::run_budget(model, fit_tokens, label_tokens, eval, eval, protocol);
+  const auto r = budget_report(model, fit_tokens, label_tokens, eval, eval, protocol);
   const auto& path = r.label.calibration.path;
   BOOST_REQUIRE_GE(path.size(), 2u);  // at least one step fits a 2% budget
   const nlb::Index n = protocol.label_tokens;
@@ -299,7 +340,7 @@ BOOST_AUTO_TEST_CASE(allocation_meets_its_budget_on_the_calibration_split) {
   auto protocol = small_protocol();
   protocol.budgets_pct = {1.0, 3.0};
   Model model = tiny_gpt2();
-  const auto r = nlb::run_budget(model, fit_tokens, label_tokens, eval, eval, protocol);
+  const auto r = budget_report(model, fit_tokens, label_tokens, eval, eval, protocol);
   const nlb::Index ctx = protocol.context;
   const nlb::Index label_windows = protocol.label_windows();
   const nlb::Index cal_windows = protocol.calibration_windows();
@@ -367,7 +408,7 @@ BOOST_AUTO_TEST_CASE(one_budget_across_mlp_and_attention_meets_it_on_the_calibra
   protocol.budgets_pct = {1.0, 3.0};
   protocol.across_attention = true;
   const Model model = nlb::load_model<float>(source_dir / "models/tiny-sd");
-  const auto r = nlb::run_budget(model, fit_tokens, label_tokens, eval, eval, protocol);
+  const auto r = budget_report(model, fit_tokens, label_tokens, eval, eval, protocol);
   BOOST_REQUIRE(r.across.has_value());
   const auto& a = *r.across;
   const nlb::Index ctx = protocol.context;
@@ -449,9 +490,9 @@ BOOST_AUTO_TEST_CASE(calibration_split_reads_only_its_windows) {
   auto other_tail = label_tokens;  // other text after them
   std::fill(other_tail.begin() + static_cast<std::ptrdiff_t>(end), other_tail.end(), 'x');
   Model model = tiny_gpt2();
-  const auto a = nlb::run_budget(model, fit_tokens, label_tokens, eval, eval, protocol);
-  const auto b = nlb::run_budget(model, fit_tokens, other_cal, eval, eval, protocol);
-  const auto c = nlb::run_budget(model, fit_tokens, other_tail, eval, eval, protocol);
+  const auto a = budget_report(model, fit_tokens, label_tokens, eval, eval, protocol);
+  const auto b = budget_report(model, fit_tokens, other_cal, eval, eval, protocol);
+  const auto c = budget_report(model, fit_tokens, other_tail, eval, eval, protocol);
   for (std::size_t l = 0; l < a.label.gates.size(); ++l) {
     BOOST_CHECK(a.label.delta[l] == b.label.delta[l]);
     BOOST_CHECK(a.label.gates[l].gate.folded_weight() == b.label.gates[l].gate.folded_weight());
@@ -527,8 +568,10 @@ BOOST_AUTO_TEST_CASE(short_inputs_and_missing_taps_are_clear_errors) {
   const auto fit_tokens = text("kjv-fit.txt");
   const auto short_label = first(text("kjv-label.txt"), 500);
   const auto eval = first(text("kjv-eval.txt"), 256);
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ModelRunner<float> runner(ctx, model);
   const auto msg = nlb::test::error_message<nlb::ArgumentError>([&] {
-    nlb::run_budget(model, fit_tokens, short_label, eval, eval, protocol, {},
+    nlb::run_budget(runner, fit_tokens, short_label, eval, eval, protocol, {},
                     {"fit", "label file L.txt", "eval", "cross"});
   });
   BOOST_TEST_MESSAGE(msg);
@@ -540,11 +583,10 @@ BOOST_AUTO_TEST_CASE(short_inputs_and_missing_taps_are_clear_errors) {
   auto bad = protocol;
   bad.budgets_pct = {1.0, 0.0};
   const auto budget_msg = nlb::test::error_message<nlb::ArgumentError>(
-      [&] { nlb::run_budget(model, fit_tokens, fit_tokens, eval, eval, bad); });
+      [&] { nlb::run_budget(runner, fit_tokens, fit_tokens, eval, eval, bad); });
   BOOST_CHECK(budget_msg.find("budget_pct") != std::string::npos);
 
-  Silent silent;
-  silent.c.d_model = 8;
+  Silent silent(model);
   const auto taps_msg = nlb::test::error_message<nlb::FormatError>(
       [&] { nlb::collect_ridge_stats(silent, fit_tokens, 128, 300); });
   BOOST_TEST_MESSAGE(taps_msg);

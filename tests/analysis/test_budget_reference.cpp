@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "nlb/analysis/budget.hpp"
+#include "nlb/analysis/budget/pipeline.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
 #include "tolerances.hpp"
@@ -37,15 +37,17 @@ void check_model(const std::string& model_name) {
   protocol.bootstrap_resamples = 10;  // intervals are not compared here
 
   auto model = nlb::load_model<float>(source_dir / "models" / model_name);
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ModelRunner<float> runner(ctx, model);
   const auto fit_tokens =
       nlb::io::read_text_tokens(source_dir / p.at("fit_text").get<std::string>());
   const auto eval_tokens =
       nlb::io::read_text_tokens(source_dir / p.at("eval_text").get<std::string>());
 
   const auto t0 = std::chrono::steady_clock::now();
-  const auto fit = nlb::fit_surrogates(model, fit_tokens, protocol);
+  const auto fit = nlb::fit_surrogates(runner, fit_tokens, protocol);
   const auto t1 = std::chrono::steady_clock::now();
-  const auto eval = nlb::run_eval_stage(model, fit, nullptr, eval_tokens, protocol);
+  const auto eval = nlb::run_eval_stage(runner, fit, nullptr, eval_tokens, protocol);
   const auto t2 = std::chrono::steady_clock::now();
   BOOST_TEST_MESSAGE(model_name << ": fit " << std::chrono::duration<double>(t1 - t0).count()
                                 << " s, eval (6 configurations, " << eval.windows << " windows) "

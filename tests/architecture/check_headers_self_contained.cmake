@@ -25,7 +25,7 @@ if(FAMILY STREQUAL "umbrellas")
     # Read whole (comments may hold ';' or '[', which CMake lists would split or join), then
     # remove what an umbrella may hold: what is left is named.
     file(READ "${INCLUDE_ROOT}/${umbrella}" text)
-    string(REGEX MATCHALL "#include \"nlb/${family}/[a-z0-9_]+\\.hpp\"" includes "${text}")
+    string(REGEX MATCHALL "#include \"nlb/${family}/[a-z0-9_/]+\\.hpp\"" includes "${text}")
     foreach(include IN LISTS includes)
       string(REGEX REPLACE "^#include \"(.*)\"$" "\\1" included "${include}")
       if(NOT EXISTS "${INCLUDE_ROOT}/${included}")
@@ -33,7 +33,7 @@ if(FAMILY STREQUAL "umbrellas")
       endif()
     endforeach()
     string(REGEX REPLACE "//[^\n]*" "" rest "${text}")
-    string(REGEX REPLACE "#pragma once|#include \"nlb/${family}/[a-z0-9_]+\\.hpp\"" "" rest
+    string(REGEX REPLACE "#pragma once|#include \"nlb/${family}/[a-z0-9_/]+\\.hpp\"" "" rest
                          "${rest}")
     string(STRIP "${rest}" rest)
     if(NOT rest STREQUAL "")

@@ -34,9 +34,21 @@ void check(bool ok, const std::string& what) {
     ++failures;
 }
 
+// Y = component(X) for a [T, d] → [T, d] component, in a fresh workspace: the one call every
+// component has, forward(ctx, X, Y, ws).
+template <class Component, class In>
+typename Component::Output apply(nlb::Context<nlb::backend::cpu>& ctx, const Component& component,
+                                 const In& X) {
+  typename Component::Workspace ws;
+  typename Component::Output Y(X.rows(), X.cols());
+  component.forward(ctx, X, Y, ws);
+  return Y;
+}
+
 // The MLP-budget components: Mlp, RidgeStats (merged from two halves), RidgeSurrogate,
 // HyperplaneGate, GatedMLP, and the kernels and FLOP accounting under them.
 void mlp_family() {
+  nlb::Context<nlb::backend::cpu> ctx;
   std::vector<float> row{1.0f, 2.0f, 3.0f};
   nlb::kernels::softmax(nlb::backend::cpu{}, row.data(), 3, 3);
   check(std::abs(row[0] + row[1] + row[2] - 1.0f) < 1e-6f, "kernels::softmax sums to 1");
@@ -44,7 +56,7 @@ void mlp_family() {
   using MlpT = nlb::Mlp<float, d, 4 * d, nlb::GeluErf>;
   const MlpT mlp(random(d, 4 * d), random(1, 4 * d), random(4 * d, d), random(1, d));
   const nlb::Activations<float, d> X = random(256, d);
-  const auto Y = mlp.forward(X);
+  const auto Y = apply(ctx, mlp, X);
 
   // Statistics of the two halves, merged, fit the same surrogate as one pass (PAPERS §A1).
   nlb::RidgeStats<d, d> one_pass, first, second;
@@ -55,11 +67,11 @@ void mlp_family() {
   nlb::RidgeSurrogate<float, d, d> surrogate, merged;
   surrogate.fit(one_pass, 0.01);
   merged.fit(first, 0.01);
-  const float gap = (surrogate.forward(X) - merged.forward(X)).cwiseAbs().maxCoeff();
+  const float gap = (apply(ctx, surrogate, X) - apply(ctx, merged, X)).cwiseAbs().maxCoeff();
   check(gap < 1e-4f, "RidgeStats::merge fits the one-pass surrogate");
 
   std::vector<double> delta(256);
-  const auto Y_lin = surrogate.forward(X);
+  const auto Y_lin = apply(ctx, surrogate, X);
   for (Index t = 0; t < 256; ++t)
     delta[static_cast<std::size_t>(t)] = (Y_lin.row(t) - Y.row(t)).squaredNorm();
   const auto labels = nlb::make_gate_labels(delta);
@@ -70,7 +82,8 @@ void mlp_family() {
   const nlb::GatedMLP<MlpT, nlb::RidgeSurrogate<float, d, d>, nlb::HyperplaneGate<float, d>> gated(
       mlp, surrogate, gate);
   nlb::Activations<float, d> out(256, d);
-  const auto counts = gated.forward(X, out);
+  decltype(gated)::Workspace gated_ws;
+  const auto counts = gated.forward(ctx, X, out, gated_ws);
   check(counts.linear == 128 && counts.full == 128, "GatedMLP routes half the rows linear");
   // Each row took exactly one path: its output equals the MLP's or the surrogate's.
   bool rows_match = true;
@@ -83,7 +96,9 @@ void mlp_family() {
   const double saved = nlb::flops::mlp_saving_per_token(d, 4 * d, counts.linear_fraction());
   check(saved > 0.0, "flops::mlp_saving_per_token is positive");
   try {
-    mlp.forward(random(2, d + 1));
+    MlpT::Workspace ws;
+    MlpT::Output wrong_out(2, d);
+    mlp.forward(ctx, random(2, d + 1), wrong_out, ws);
     check(false, "Mlp refuses a wrong width");
   } catch (const nlb::ShapeError&) {
     check(true, "Mlp refuses a wrong width");
@@ -94,6 +109,7 @@ void mlp_family() {
 void attention_family() {
   constexpr int width = 16;
   const Index T = 12, heads = 2;
+  nlb::Context<nlb::backend::cpu> ctx;
   const nlb::SkewSymmetricRouting<float, 4> routing(random(width, 2, 0.3f), random(width, 2, 0.3f));
   const nlb::Activations<float> X = random(T, width);
   nlb::RowMatrix<float> scores(T, T);
@@ -119,8 +135,8 @@ void attention_family() {
   auto causal = [&](const auto& attn, const std::string& name) {
     typename std::decay_t<decltype(attn)>::Workspace ws;
     nlb::Activations<float> all(T, width), prefix(5, width);
-    attn.forward(X, all, ws);
-    attn.forward(X.topRows(5), prefix, ws);
+    attn.forward(ctx, X, all, ws);
+    attn.forward(ctx, X.topRows(5), prefix, ws);
     const bool finite = all.allFinite();
     check(finite && (all.topRows(5) - prefix).cwiseAbs().maxCoeff() < 1e-5f,
           name + " is causal and finite");
@@ -149,13 +165,16 @@ void model_family(const std::string& model_dir) {
     for (unsigned char ch : text)
       tokens.push_back(ch);
   tokens.resize(128);
+  nlb::Context<nlb::backend::cpu> ctx;
+  decltype(model)::Workspace dynamic_ws;
+  decltype(fixed)::Workspace fixed_ws;
   nlb::RowMatrix<float> dynamic_logits, fixed_logits;
-  model.forward(tokens, dynamic_logits);
-  fixed.forward(tokens, fixed_logits);
+  model.forward(ctx, tokens, dynamic_logits, dynamic_ws);
+  fixed.forward(ctx, tokens, fixed_logits, fixed_ws);
   const float scale = dynamic_logits.cwiseAbs().maxCoeff();
   check((dynamic_logits - fixed_logits).cwiseAbs().maxCoeff() <= 1e-5f * scale,
         "FixedTransformer<float, 128, 512, GeluTanh, 4> = the loaded model");
-  const auto ppl = nlb::evaluate_perplexity(model, tokens, 64);
+  const auto ppl = nlb::evaluate_perplexity(ctx, model, tokens, 64);
   // A byte-level model that learned English does far better than uniform over 256 bytes.
   check(std::isfinite(ppl.ppl) && ppl.ppl > 1.0 && ppl.ppl < 64.0,
         "evaluate_perplexity on repeated English text: " + std::to_string(ppl.ppl));

@@ -19,11 +19,16 @@ int main() {
   nlb::Context<nlb::backend::cuda> ctx;
   const auto device = nlb::to_backend(nlb::backend::cuda{}, host);
   const nlb::RowMatrix<float> X = nlb::RowMatrix<float>::Ones(3, 8);
-  const auto dX = nlb::cuda::upload(X);
+  const auto dX = nlb::cuda::upload(ctx, X);
   nlb::cuda::DeviceMatrix<float> dY(3, 8);
   decltype(device)::Workspace ws;
   device.forward(ctx, dX.view(), dY.view(), ws);
-  const float error = (nlb::cuda::download(dY.view()) - host.forward(X)).cwiseAbs().maxCoeff();
+  // The same call on the host: the host MLP on the same input.
+  nlb::Context<nlb::backend::scalar> host_ctx;
+  HostMlp::Workspace host_ws;
+  nlb::RowMatrix<float> Y(3, 8);
+  host.forward(host_ctx, X, Y, host_ws);
+  const float error = (nlb::cuda::download(ctx, dY.view()) - Y).cwiseAbs().maxCoeff();
   std::printf("consumer_cuda: %s, max |device - host| = %g\n", status.description.c_str(), error);
   return error < 1e-5f ? 0 : 1;
 }

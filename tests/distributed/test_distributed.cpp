@@ -1,6 +1,6 @@
 // The distributed analyses (nlb/distributed, docs/scaling.md) against their one-process
-// references, computed on every rank: the window assignment, the sharded variant engine and
-// perplexity (bit for bit), the ridge statistics' tree reduction (against one pass, within the
+// references, computed on every rank: the window assignment, the sharded runner's measurements
+// and perplexity (bit for bit), the ridge statistics' tree reduction (against one pass, within the
 // merge tolerance), and RidgeStats' packed form. Built with MPI (NLB_TEST_MPI) this suite is run
 // by CTest as 1, 2 and 3 ranks under mpirun; without MPI it runs as one process.
 #include <boost/test/unit_test.hpp>
@@ -10,13 +10,12 @@
 #include <vector>
 
 #include "error_message.hpp"
-#include "nlb/analysis/budget.hpp"
+#include "nlb/analysis/budget/pipeline.hpp"
 #include "nlb/distributed.hpp"  // the umbrella compiles; the pieces under test, by name:
 #include "nlb/distributed/communicator.hpp"
 #include "nlb/distributed/ridge_reduction.hpp"
 #include "nlb/distributed/row_parts.hpp"
-#include "nlb/distributed/sharded_engine.hpp"
-#include "nlb/distributed/sharded_perplexity.hpp"
+#include "nlb/distributed/sharded_runner.hpp"
 #include "nlb/distributed/window_shard.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
@@ -84,15 +83,17 @@ std::vector<std::int32_t> text(const std::string& name, std::size_t n) {
 // layer whose gate (fixed random hyperplane) routes part of the rows each way.
 struct Variants {
   nlb::SurrogateFit<float> fit;
-  std::vector<nlb::MlpVariant<float>> list;
+  std::vector<nlb::ModelVariant<float>> list;
 };
 Variants variants_of(const Model& model) {
   nlb::BudgetProtocol p;
   p.fit_tokens = 600;
   Variants v;
-  v.fit = nlb::fit_surrogates(model, text("kjv-fit.txt", 1024), p);
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ModelRunner<float> runner(ctx, model);
+  v.fit = nlb::fit_surrogates(runner, text("kjv-fit.txt", 1024), p);
   v.list = nlb::one_layer_linear_variants(v.fit.surrogates);
-  nlb::MlpVariant<float> all;
+  nlb::ModelVariant<float> all;
   for (std::size_t l = 0; l < v.fit.surrogates.size(); ++l)
     all.add_linear(static_cast<Index>(l), v.fit.surrogates[l]);
   v.list.push_back(all);
@@ -101,7 +102,7 @@ Variants variants_of(const Model& model) {
   nlb::ColVector<float> w(model.config().d_model);
   for (Index i = 0; i < w.size(); ++i)
     w(i) = normal(rng);
-  nlb::MlpVariant<float> gated;
+  nlb::ModelVariant<float> gated;
   gated.add_gated(1, v.fit.surrogates[1], nlb::HyperplaneGate<float>(w, 0.0f));
   v.list.push_back(gated);
   return v;
@@ -139,15 +140,17 @@ BOOST_AUTO_TEST_CASE(window_shards_cover_every_window_once_in_order) {
   BOOST_CHECK_THROW(dist::window_shard(-1, 0, 1), nlb::ArgumentError);
 }
 
-BOOST_AUTO_TEST_CASE(sharded_engine_equals_one_process_bit_for_bit) {
+BOOST_AUTO_TEST_CASE(sharded_runner_equals_one_process_bit_for_bit) {
   const Model model = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
   const Variants v = variants_of(model);
-  const auto engine = dist::sharded_engine(model, comm());
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ModelRunner<float> local(ctx, model);
+  dist::ShardedRunner<float> sharded(local, comm());
   const Index context = 64;
   const auto tokens = text("kjv-label.txt", 5 * 64 + 10);  // 5 windows: uneven shards
   for (const bool with_base : {true, false}) {
-    const auto expected = nlb::measure_variants(model, tokens, 5, context, v.list, with_base);
-    const auto got = engine.measure(tokens, 5, context, v.list, with_base, {});
+    const auto expected = nlb::measure_variants(ctx, model, tokens, 5, context, v.list, with_base);
+    const auto got = sharded.measure(tokens, 5, context, v.list, with_base, {});
     BOOST_TEST(got.windows == 5);
     BOOST_TEST(got.context == context);
     BOOST_TEST(got.base == expected.base);  // the same arithmetic per window: equal bits
@@ -160,48 +163,54 @@ BOOST_AUTO_TEST_CASE(sharded_engine_equals_one_process_bit_for_bit) {
       }
     }
   }
-  // Without the unmodified model the engine runs from a kept prefix (built on the first such
-  // call, replaced when the windows change): still the same losses as from the embedding.
+  // Without the unmodified model each rank's runner runs from a kept prefix (built on the first
+  // such call, replaced when the windows change): still the same losses as from the embedding.
   const auto other = text("kjv-eval.txt", 5 * 64);
   for (const auto* set : {&other, &tokens, &tokens}) {
-    const auto expected = nlb::measure_variants(model, *set, 5, context, v.list, false);
-    const auto got = engine.measure(*set, 5, context, v.list, false, {});
+    const auto expected = nlb::measure_variants(ctx, model, *set, 5, context, v.list, false);
+    const auto got = sharded.measure(*set, 5, context, v.list, false, {});
     for (std::size_t i = 0; i < got.variant.size(); ++i)
       BOOST_TEST(got.variant[i] == expected.variant[i]);
   }
   // The gated variant routed rows both ways, so the counts compared above were not trivial.
-  const auto gated = nlb::measure_variants(model, tokens, 5, context, v.list, true).counts.back();
+  const auto gated =
+      nlb::measure_variants(ctx, model, tokens, 5, context, v.list, true).counts.back();
   BOOST_TEST(gated[1].linear > 0);
   BOOST_TEST(gated[1].full > 0);
-  says<nlb::ArgumentError>([&] { engine.measure(tokens, 6, context, v.list, true, {}); },
-                           {"sharded_engine: measure: tokens", "at least 384"});
+  says<nlb::ArgumentError>([&] { sharded.measure(tokens, 6, context, v.list, true, {}); },
+                           {"ShardedRunner::measure: tokens", "at least 384"});
 }
 
-BOOST_AUTO_TEST_CASE(sharded_perplexity_equals_one_process_bit_for_bit) {
+BOOST_AUTO_TEST_CASE(perplexity_over_a_sharded_runner_equals_one_process_bit_for_bit) {
   const Model model = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ModelRunner<float> local(ctx, model);
+  dist::ShardedRunner<float> sharded(local, comm());
   // 41 windows: a sum long enough that another order of adding the window sums changes bits.
   const auto tokens = text("kjv-eval.txt", 41 * 16 + 5);
   for (const Index max_windows : {Index{0}, Index{1}, Index{3}}) {
-    const auto expected = nlb::evaluate_perplexity(model, tokens, 16, max_windows);
-    const auto got = dist::sharded_perplexity(model, tokens, 16, comm(), max_windows);
+    const auto expected = nlb::evaluate_perplexity(ctx, model, tokens, 16, max_windows);
+    const auto got = nlb::perplexity(sharded, tokens, 16, max_windows);
     BOOST_TEST(got.ppl == expected.ppl);
     BOOST_TEST(got.mean_loss == expected.mean_loss);
     BOOST_TEST(got.predicted_tokens == expected.predicted_tokens);
     BOOST_TEST(got.windows == expected.windows);
     BOOST_TEST(got.window_loss_sums == expected.window_loss_sums);
   }
-  BOOST_CHECK_THROW(dist::sharded_perplexity(model, tokens, 1, comm()), nlb::ArgumentError);
-  BOOST_CHECK_THROW(dist::sharded_perplexity(model, std::span(tokens).first(10), 16, comm()),
-                    nlb::ArgumentError);
+  BOOST_CHECK_THROW(nlb::perplexity(sharded, tokens, 1), nlb::ArgumentError);
+  BOOST_CHECK_THROW(nlb::perplexity(sharded, std::span(tokens).first(10), 16), nlb::ArgumentError);
 }
 
 BOOST_AUTO_TEST_CASE(attention_conversions_over_ranks_equal_one_process_bit_for_bit) {
   // nlb spectrum --text under mpirun: every conversion's evaluation spread over the ranks.
   const Model model = nlb::load_model<float>(source_dir / "models/tiny-gpt2");
   const auto tokens = text("kjv-eval.txt", 7 * 32);
-  const auto expected = nlb::measure_attention_conversions(model, tokens, 32, 0);
-  const auto got = nlb::measure_attention_conversions(
-      model, tokens, 32, 0, {}, dist::sharded_windowed_perplexity<float>(comm()));
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ModelRunner<float> one(ctx, model);
+  const auto expected = nlb::measure_attention_conversions(one, tokens, 32, 0);
+  nlb::ModelRunner<float> local(ctx, model);
+  dist::ShardedRunner<float> sharded(local, comm());
+  const auto got = nlb::measure_attention_conversions(sharded, tokens, 32, 0);
   BOOST_TEST(got.baseline.window_loss_sums == expected.baseline.window_loss_sums);
   BOOST_TEST_REQUIRE(got.rows.size() == expected.rows.size());
   for (std::size_t i = 0; i < got.rows.size(); ++i) {
@@ -309,13 +318,16 @@ BOOST_AUTO_TEST_CASE(label_stage_with_split_features_equals_one_process) {
   p.label_tokens = 1008;       // 16 windows of 63 predicted positions
   p.calibration_tokens = 630;  // 10 windows after them
   p.budgets_pct = {3.0};
-  const auto fit = nlb::fit_surrogates(model, text("kjv-fit.txt", 1024), p);
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ModelRunner<float> one_runner(ctx, model);
+  const auto fit = nlb::fit_surrogates(one_runner, text("kjv-fit.txt", 1024), p);
   const auto tokens = text("kjv-label.txt", 26 * 64);
   std::vector<std::pair<std::string, double>> times;
-  const auto one = nlb::run_label_stage(model, fit, tokens, p, {}, times);
+  const auto one = nlb::run_label_stage(one_runner, fit, tokens, p, {}, times);
   p.gate_features = nlb::GateFeatures::split;
-  const auto engine = dist::sharded_engine(model, comm());
-  const auto split = nlb::run_label_stage(model, fit, tokens, p, {}, times, "label", engine);
+  nlb::ModelRunner<float> local(ctx, model);
+  dist::ShardedRunner<float> sharded(local, comm());
+  const auto split = nlb::run_label_stage(sharded, fit, tokens, p, {}, times, "label");
   // The losses come from the same windows' arithmetic: equal bits.
   BOOST_TEST(split.base_losses == one.base_losses);
   BOOST_TEST(split.delta == one.delta);
@@ -357,7 +369,7 @@ BOOST_AUTO_TEST_CASE(label_stage_with_split_features_equals_one_process) {
   BOOST_TEST(std::any_of(one.joint[0].fractions.begin(), one.joint[0].fractions.end(),
                          [](double f) { return f > 0; }));  // some layer gated: not trivial
   // A rank's rows collected here: its windows' share of the label rows only.
-  const nlb::LabelRows rows = engine.label_rows(p.label_windows());
+  const nlb::LabelRows rows = sharded.held_windows(p.label_windows());
   const auto mine = dist::window_shard(p.label_windows(), comm().rank(), comm().size());
   BOOST_TEST(rows.first_window == mine.first);
   BOOST_TEST(rows.windows == mine.count);

@@ -4,8 +4,7 @@
 // Covered: the three shipped models (tiny-gpt2: dense attention; tiny-neox: rotary, parallel
 // residual; tiny-sd: S–D attention), Transformer::forward with a workspace, and an analysis
 // pass (run_layers with a gated MlpOverride on every layer). Not covered: linear and factored
-// attention (no shipped model uses them), the convenience overloads (a fresh workspace per
-// call), taps, and the sampler's top-k path.
+// attention (no shipped model uses them), taps, and the sampler's top-k path.
 //
 // What is counted: this executable replaces the C allocator (malloc, calloc, realloc,
 // posix_memalign, aligned_alloc, memalign: glibc's documented replacement, forwarding to
@@ -217,17 +216,19 @@ void check_decoding(const std::string& name) {
   const auto text = eval_text();
   const std::span<const std::int32_t> prompt(text.data(), 16);
   auto cache = model.make_cache();
+  nlb::Context<nlb::backend::cpu> ctx;
   nlb::Transformer<float>::Workspace ws;
   nlb::RowMatrix<float> logits;
   nlb::TokenSampler sampler({.top_k = 1, .temperature = 0.0, .seed = 0});
   std::int32_t next = 0;
-  model.forward(prompt, logits, ws, nlb::NoTaps{}, &cache);
+  model.forward(ctx, prompt, logits, ws, nlb::NoTaps{}, &cache);
   next = sampler.next(logits.row(logits.rows() - 1));
-  model.forward(std::span<const std::int32_t>(&next, 1), logits, ws, nlb::NoTaps{}, &cache);
+  model.forward(ctx, std::span<const std::int32_t>(&next, 1), logits, ws, nlb::NoTaps{}, &cache);
   next = sampler.next(logits.row(0));
   const Allocations a = counted([&] {
     for (int i = 0; i < 32; ++i) {
-      model.forward(std::span<const std::int32_t>(&next, 1), logits, ws, nlb::NoTaps{}, &cache);
+      model.forward(ctx, std::span<const std::int32_t>(&next, 1), logits, ws, nlb::NoTaps{},
+                    &cache);
       next = sampler.next(logits.row(0));
     }
   });
@@ -242,14 +243,16 @@ void check_eval_window(const std::string& name) {
   const auto text = eval_text();
   const Index context = model.config().n_positions;
   const std::span<const std::int32_t> tokens(text.data(), static_cast<std::size_t>(2 * context));
+  nlb::Context<nlb::backend::cpu> ctx;
   nlb::Transformer<float>::Workspace ws;
   nlb::RowMatrix<float> logits, expected;
-  model.forward(tokens.first(static_cast<std::size_t>(context)), logits, ws);
+  model.forward(ctx, tokens.first(static_cast<std::size_t>(context)), logits, ws);
   const auto window = tokens.subspan(static_cast<std::size_t>(context));
-  const Allocations a = counted([&] { model.forward(window, logits, ws); });
+  const Allocations a = counted([&] { model.forward(ctx, window, logits, ws); });
   report((name + ": one eval window of " + std::to_string(context) + " tokens").c_str(), a);
   BOOST_CHECK_EQUAL(a.total(), 0);
-  model.forward(window, expected);  // the convenience overload: a fresh workspace
+  nlb::Transformer<float>::Workspace fresh;  // never used before
+  model.forward(ctx, window, expected, fresh);
   BOOST_CHECK(logits == expected);  // a reused workspace changes no number
 }
 
@@ -277,13 +280,15 @@ void check_gated_window(const std::string& name) {
       Model::Override{nullptr, nlb::MlpOverride<float>::gated(surrogate, gate)});
   const auto text = eval_text();
   const std::span<const std::int32_t> window(text.data(), 128);
+  nlb::Context<nlb::backend::cpu> ctx;
   Model::Workspace ws;
   nlb::RowMatrix<float> logits;
   std::vector<nlb::RouteCounts> counts(static_cast<std::size_t>(layers));
   auto run = [&] {
-    model.embed(window, ws.x);
-    model.run_layers(ws.x, 0, layers, ws, overrides, nullptr, nlb::NoTaps{}, std::span(counts));
-    model.head(ws.x, logits, ws);
+    model.embed(ctx, window, ws.x, ws);
+    model.run_layers(ctx, ws.x, 0, layers, ws, overrides, nullptr, nlb::NoTaps{},
+                     std::span(counts));
+    model.head(ctx, ws.x, logits, ws);
   };
   run();
   const Allocations a = counted(run);

@@ -141,11 +141,13 @@ BOOST_AUTO_TEST_CASE(gpt2_linear_layer_equals_in_memory_surrogate) {
   const auto base = nlb::load_model<double>(tiny_gpt2);
 
   const auto tokens = eval_window();
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::Transformer<double>::Workspace loaded_ws, swapped_ws, base_ws;
   nlb::RowMatrix<double> got, want, unmodified;
   nlb::RouteCounts counts;
-  loaded.forward(tokens, got, nlb::NoTaps{}, nullptr, &counts);
-  swapped.forward(tokens, want);
-  base.forward(tokens, unmodified);
+  loaded.forward(ctx, tokens, got, loaded_ws, nlb::NoTaps{}, nullptr, &counts);
+  swapped.forward(ctx, tokens, want, swapped_ws);
+  base.forward(ctx, tokens, unmodified, base_ws);
   BOOST_TEST(counts.linear == 128);    // layer 1, every row
   BOOST_TEST(counts.full == 3 * 128);  // layers 0, 2, 3
   // The same operations on the same values: equal.
@@ -173,10 +175,12 @@ BOOST_AUTO_TEST_CASE(neox_gated_layer_equals_in_memory_gated_mlp) {
                                                   Slot::Gate(gate, k.gate_bias, k.threshold)));
 
   const auto tokens = eval_window();
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::Transformer<double>::Workspace loaded_ws, swapped_ws;
   nlb::RowMatrix<double> got, want;
   nlb::RouteCounts got_counts, want_counts;
-  loaded.forward(tokens, got, nlb::NoTaps{}, nullptr, &got_counts);
-  swapped.forward(tokens, want, nlb::NoTaps{}, nullptr, &want_counts);
+  loaded.forward(ctx, tokens, got, loaded_ws, nlb::NoTaps{}, nullptr, &got_counts);
+  swapped.forward(ctx, tokens, want, swapped_ws, nlb::NoTaps{}, nullptr, &want_counts);
   BOOST_TEST(max_abs_diff(got, want) == 0.0);
   BOOST_TEST(got_counts.linear == want_counts.linear);
   // The gate splits the rows, so both paths and the threshold are exercised.
@@ -199,10 +203,12 @@ BOOST_AUTO_TEST_CASE(neox_linear_layer_uses_in_out_layout) {
   auto transposed = nlb::load_model<double>(tiny_neox);
   transposed.layers()[2].mlp() = Slot(Slot::Surrogate(k.weight.transpose(), k.bias));
   const auto tokens = eval_window();
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::Transformer<double>::Workspace loaded_ws, swapped_ws, transposed_ws;
   nlb::RowMatrix<double> got, want, wrong;
-  loaded.forward(tokens, got);
-  swapped.forward(tokens, want);
-  transposed.forward(tokens, wrong);
+  loaded.forward(ctx, tokens, got, loaded_ws);
+  swapped.forward(ctx, tokens, want, swapped_ws);
+  transposed.forward(ctx, tokens, wrong, transposed_ws);
   BOOST_TEST(max_abs_diff(got, want) == 0.0);
   BOOST_TEST(max_abs_diff(got, wrong) > 1e-3);
 }
@@ -310,9 +316,11 @@ BOOST_AUTO_TEST_CASE(bad_mlp_kinds_in_config_are_format_errors) {
                                      {{"nlb_mlp_kinds", {"full", "full", "full", "full"}}});
     const auto a = nlb::load_model<double>(dir);
     const auto b = nlb::load_model<double>(tiny_gpt2);
+    nlb::Context<nlb::backend::cpu> ctx;
+    nlb::Transformer<double>::Workspace wa, wb;
     nlb::RowMatrix<double> la, lb;
-    a.forward(eval_window(), la);
-    b.forward(eval_window(), lb);
+    a.forward(ctx, eval_window(), la, wa);
+    b.forward(ctx, eval_window(), lb, wb);
     BOOST_TEST(max_abs_diff(la, lb) == 0.0);
   }
 }
@@ -338,13 +346,14 @@ BOOST_AUTO_TEST_CASE(pytorch_finetuned_linearized_model_reproduces_pytorch_ppl) 
 
   const auto model = nlb::load_model<float>(dir);
   BOOST_TEST((model.config().mlp_kind(1) == nlb::MlpKind::linear));
-  const auto r = nlb::evaluate_perplexity(model, tokens, 128, 8);
+  nlb::Context<nlb::backend::cpu> ctx;
+  const auto r = nlb::evaluate_perplexity(ctx, model, tokens, 128, 8);
   BOOST_TEST(r.windows == 8);
   BOOST_TEST(std::abs(r.ppl / want - 1.0) <= nlb::test::tol::model_ppl_rel,
              "float PPL " << r.ppl << " vs PyTorch " << want);
 
   const auto model64 = nlb::load_model<double>(dir);
-  const auto r64 = nlb::evaluate_perplexity(model64, tokens, 128, 8);
+  const auto r64 = nlb::evaluate_perplexity(ctx, model64, tokens, 128, 8);
   BOOST_TEST(std::abs(r64.ppl / want - 1.0) <= nlb::test::tol::model_f64_rel,
              "double PPL " << r64.ppl << " vs PyTorch " << want);
 }

@@ -66,8 +66,10 @@ ViewCount count_views(const MappedModel& model) {
 // Logits of window 0 of the model's fixture, with the max-relative error to PyTorch's.
 double window0_error(const MappedModel& model, const std::string& name) {
   const auto ref = nlb::io::SafetensorsFile::open(fixture(name + "-reference.safetensors"));
+  nlb::Context<Mapped> ctx;
+  MappedModel::Workspace ws;
   nlb::RowMatrix<float> logits;
-  model.forward(nlb::test::window_tokens(ref, 0), logits);
+  model.forward(ctx, nlb::test::window_tokens(ref, 0), logits, ws);
   return nlb::test::relative_to_max(logits, nlb::test::window_of(ref, "logits_f64", 0));
 }
 
@@ -120,8 +122,10 @@ BOOST_AUTO_TEST_CASE(f16_checkpoint_is_converted) {
   BOOST_TEST(c.views == 0);
   BOOST_TEST(c.owned == 2 + 4 * model.config().n_layers);
   const auto ref = nlb::io::SafetensorsFile::open(logits_fixture);
+  nlb::Context<Mapped> ctx;
+  MappedModel::Workspace ws;
   nlb::RowMatrix<float> logits;
-  model.forward(nlb::test::window_tokens(ref, 0), logits);
+  model.forward(ctx, nlb::test::window_tokens(ref, 0), logits, ws);
   BOOST_TEST(nlb::test::relative_to_max(logits, nlb::test::window_of(ref, "logits", 0)) <=
              tol::model_f32_rel);
 }

@@ -99,6 +99,7 @@ BOOST_AUTO_TEST_CASE(tiny_sd_perplexity_matches_pytorch) {
   BOOST_REQUIRE_MESSAGE(in.good(), "missing fixture " << fixture("tiny-sd-ppl.json"));
   const auto j = nlohmann::json::parse(in);
   const auto model = nlb::load_model<float>(sd_dir);
+  nlb::Context<nlb::backend::cpu> ctx;
   int checked = 0;
   for (const auto& entry : j.at("runs")) {
     if (entry.at("max_windows").is_null())
@@ -107,7 +108,7 @@ BOOST_AUTO_TEST_CASE(tiny_sd_perplexity_matches_pytorch) {
     const auto tokens = nlb::io::read_text_tokens(source_dir / entry.at("text").get<std::string>());
     const Index windows = entry.at("windows").get<Index>();
     const auto r =
-        nlb::evaluate_perplexity(model, tokens, entry.at("context").get<Index>(), windows);
+        nlb::evaluate_perplexity(ctx, model, tokens, entry.at("context").get<Index>(), windows);
     const double ref = entry.at("ppl").get<double>();
     BOOST_TEST_MESSAGE("tiny-sd PPL over " << r.windows << " windows: " << r.ppl << " (PyTorch "
                                            << ref << ")");
@@ -122,8 +123,10 @@ BOOST_AUTO_TEST_CASE(tiny_sd_kv_cache_decoding_equals_full_recompute) {
   const auto ref = nlb::io::SafetensorsFile::open(fixture("tiny-sd-reference.safetensors"));
   auto tokens = window_tokens(ref, 1);
   tokens.resize(40);
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::Transformer<double>::Workspace ws;
   nlb::RowMatrix<double> full;
-  model.forward(tokens, full);
+  model.forward(ctx, tokens, full, ws);
   // A prompt of 7 tokens, then chunks of 1, 2, 3, ... tokens through the cache.
   auto cache = model.make_cache();
   nlb::RowMatrix<double> part;
@@ -131,7 +134,7 @@ BOOST_AUTO_TEST_CASE(tiny_sd_kv_cache_decoding_equals_full_recompute) {
   double err = 0;
   while (start < tokens.size()) {
     const std::size_t n = std::min(chunk, tokens.size() - start);
-    model.forward(std::span(tokens).subspan(start, n), part, nlb::NoTaps{}, &cache);
+    model.forward(ctx, std::span(tokens).subspan(start, n), part, ws, nlb::NoTaps{}, &cache);
     err = std::max(err, relative_to_max(part, full.middleRows(static_cast<Index>(start),
                                                               static_cast<Index>(n))));
     start += n;
@@ -159,10 +162,12 @@ void check_variant(double bound) {
     for (Index h = 0; h < attn.heads(); ++h)
       BOOST_TEST(attn.routing(h).rank() == expected_rank[i]);
   }
+  nlb::Context<nlb::backend::cpu> ctx;
+  typename nlb::Transformer<T>::Workspace ws;
   double worst = 0;
   for (Index w = 0; w < ref.info("tokens").shape[0]; ++w) {
     nlb::RowMatrix<T> logits;
-    model.forward(window_tokens(ref, w), logits);
+    model.forward(ctx, window_tokens(ref, w), logits, ws);
     worst = std::max(worst, relative_to_max(logits, window_of(ref, "logits_f64", w)));
   }
   BOOST_TEST_MESSAGE("tiny-sd-variant <" << (sizeof(T) == 4 ? "float" : "double")

@@ -60,6 +60,7 @@ void check_perplexity(const std::string& name, bool full) {
   BOOST_REQUIRE_MESSAGE(in.good(), "missing fixture " << fixture(name + "-ppl.json"));
   const auto j = nlohmann::json::parse(in);
   const auto model = nlb::load_model<float>(model_dir(name));
+  nlb::Context<nlb::backend::cpu> ctx;
   BOOST_REQUIRE(j.at("runs").size() >= 2u);
   int checked = 0;
   for (const auto& entry : j.at("runs")) {
@@ -69,7 +70,7 @@ void check_perplexity(const std::string& name, bool full) {
     const auto tokens = nlb::io::read_text_tokens(source_dir / entry.at("text").get<std::string>());
     const Index windows = entry.at("windows").get<Index>();
     const Index context = entry.at("context").get<Index>();
-    const auto r = nlb::evaluate_perplexity(model, tokens, context, windows);
+    const auto r = nlb::evaluate_perplexity(ctx, model, tokens, context, windows);
     const double ref = entry.at("ppl").get<double>();
     BOOST_TEST_MESSAGE(name << " PPL over " << r.windows << " windows: " << r.ppl << " (PyTorch "
                             << ref << ")");
@@ -116,8 +117,10 @@ BOOST_AUTO_TEST_CASE(half_precision_weight_copies_load_and_match) {
     const auto ref =
         nlb::io::SafetensorsFile::open(fixture("tiny-gpt2-" + tag + "-logits.safetensors"));
     const auto tokens = window_tokens(ref, 0);
+    nlb::Context<nlb::backend::cpu> ctx;
+    nlb::Transformer<float>::Workspace ws;
     nlb::RowMatrix<float> logits;
-    model.forward(tokens, logits);
+    model.forward(ctx, tokens, logits, ws);
     const double err = relative_to_max(logits, window_of(ref, "logits", 0));
     BOOST_TEST_MESSAGE("tiny-gpt2 " << tag << " weights: logits error " << err);
     // The fixture was computed from the same rounded weights, so only our float32 arithmetic
@@ -148,19 +151,20 @@ void check_half_precision_storage(const std::string& tag, double rounding_bound)
     const auto model =
         nlb::load_model<float, Backend>(from_f32 ? model_dir("tiny-gpt2") : rounded_model(tag));
     const auto& ref = from_f32 ? f32_ref : rounded_ref;
+    nlb::Context<Backend> ctx;
     const double bound = from_f32 ? rounding_bound : nlb::test::tol::model_f32_rel;
     for (const Index w : {0, 1}) {
       const auto tokens = window_tokens(ref, w);
       // The rounded-weights fixtures store F32 logits; the reference file only F64 ones.
       const Eigen::MatrixXd want = window_of(ref, from_f32 ? "logits_f64" : "logits", w);
-      nlb::RowMatrix<float> logits;
-      model.forward(tokens, logits);
-      const double whole = relative_to_max(logits, want);
       typename std::decay_t<decltype(model)>::Workspace ws;
+      nlb::RowMatrix<float> logits;
+      model.forward(ctx, tokens, logits, ws);
+      const double whole = relative_to_max(logits, want);
       auto cache = model.make_cache();
       nlb::RowMatrix<float> decoded(static_cast<Index>(tokens.size()), logits.cols()), step;
       for (std::size_t t = 0; t < tokens.size(); ++t) {
-        model.forward(std::span<const std::int32_t>(&tokens[t], 1), step, ws, nlb::NoTaps{},
+        model.forward(ctx, std::span<const std::int32_t>(&tokens[t], 1), step, ws, nlb::NoTaps{},
                       &cache);
         decoded.row(static_cast<Index>(t)) = step.row(0);
       }
@@ -187,9 +191,12 @@ BOOST_AUTO_TEST_CASE(fixed_size_model_equals_dynamic_model) {
   const auto fixed = nlb::make_fixed_transformer<float, 128, 512, nlb::GeluTanh, 4>(weights);
   const auto ref = nlb::io::SafetensorsFile::open(fixture("tiny-gpt2-reference.safetensors"));
   const auto tokens = window_tokens(ref, 0);
+  nlb::Context<nlb::backend::cpu> ctx;
+  decltype(dynamic)::Workspace dynamic_ws;
+  decltype(fixed)::Workspace fixed_ws;
   nlb::RowMatrix<float> a, b;
-  dynamic.forward(tokens, a);
-  fixed.forward(tokens, b);
+  dynamic.forward(ctx, tokens, a, dynamic_ws);
+  fixed.forward(ctx, tokens, b, fixed_ws);
   const double err = relative_to_max(b, a);
   BOOST_TEST_MESSAGE("fixed vs Dynamic tiny-gpt2 logits: " << err);
   BOOST_TEST(err <= nlb::test::tol::fixed_vs_dynamic_rel);
@@ -222,11 +229,14 @@ BOOST_AUTO_TEST_CASE(fixed_model_with_a_linear_layer_equals_dynamic_swap) {
       std::make_tuple(full(0), full(1), linear_block, full(3)));
 
   const std::vector<std::int32_t> tokens{'L', 'e', 't', ' ', 't', 'h', 'e', 'r', 'e'};
+  nlb::Context<nlb::backend::cpu> ctx;
+  decltype(dynamic)::Workspace dynamic_ws;
+  decltype(fixed)::Workspace fixed_ws;
   nlb::RowMatrix<double> a, b, original;
   nlb::RouteCounts counts;
-  dynamic.forward(tokens, a, nlb::NoTaps{}, nullptr, &counts);
-  fixed.forward(tokens, b);
-  nlb::make_transformer<double>(w).forward(tokens, original);
+  dynamic.forward(ctx, tokens, a, dynamic_ws, nlb::NoTaps{}, nullptr, &counts);
+  fixed.forward(ctx, tokens, b, fixed_ws);
+  nlb::make_transformer<double>(w).forward(ctx, tokens, original, dynamic_ws);
   BOOST_TEST(counts.linear == 9);    // layer 2's rows
   BOOST_TEST(counts.full == 3 * 9);  // the other three layers
   BOOST_TEST(relative_to_max(b, a) <= nlb::test::tol::model_f64_rel);
@@ -239,8 +249,10 @@ BOOST_AUTO_TEST_CASE(kv_cache_decoding_equals_full_recompute) {
     const auto ref = nlb::io::SafetensorsFile::open(fixture(name + "-reference.safetensors"));
     auto tokens = window_tokens(ref, 1);
     tokens.resize(40);
+    nlb::Context<nlb::backend::cpu> ctx;
+    nlb::Transformer<double>::Workspace ws;
     nlb::RowMatrix<double> full;
-    model.forward(tokens, full);
+    model.forward(ctx, tokens, full, ws);
     // A prompt of 7 tokens, then chunks of 1, 2, 3, ... tokens through the cache.
     auto cache = model.make_cache();
     nlb::RowMatrix<double> part;
@@ -248,7 +260,7 @@ BOOST_AUTO_TEST_CASE(kv_cache_decoding_equals_full_recompute) {
     double err = 0;
     while (start < tokens.size()) {
       const std::size_t n = std::min(chunk, tokens.size() - start);
-      model.forward(std::span(tokens).subspan(start, n), part, nlb::NoTaps{}, &cache);
+      model.forward(ctx, std::span(tokens).subspan(start, n), part, ws, nlb::NoTaps{}, &cache);
       err = std::max(err, relative_to_max(part, full.middleRows(static_cast<Index>(start),
                                                                 static_cast<Index>(n))));
       start += n;
@@ -262,14 +274,17 @@ BOOST_AUTO_TEST_CASE(kv_cache_decoding_equals_full_recompute) {
 
 BOOST_AUTO_TEST_CASE(bad_model_inputs_raise_typed_errors) {
   const auto model = nlb::load_model<float>(model_dir("tiny-gpt2"));
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::Transformer<float>::Workspace ws;
   nlb::RowMatrix<float> logits;
   const std::vector<std::int32_t> bad{1, 2, 300};
-  BOOST_CHECK_EXCEPTION(model.forward(bad, logits), nlb::ArgumentError,
+  BOOST_CHECK_EXCEPTION(model.forward(ctx, bad, logits, ws), nlb::ArgumentError,
                         [](const nlb::ArgumentError& e) {
                           return std::string(e.what()).find("found 300") != std::string::npos;
                         });
   const std::vector<std::int32_t> too_long(static_cast<std::size_t>(model.config().n_positions + 1),
                                            65);
-  BOOST_CHECK_THROW(model.forward(too_long, logits), nlb::ArgumentError);
-  BOOST_CHECK_THROW(model.forward(std::vector<std::int32_t>{}, logits), nlb::ArgumentError);
+  BOOST_CHECK_THROW(model.forward(ctx, too_long, logits, ws), nlb::ArgumentError);
+  BOOST_CHECK_THROW(model.forward(ctx, std::vector<std::int32_t>{}, logits, ws),
+                    nlb::ArgumentError);
 }

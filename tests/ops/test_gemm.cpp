@@ -3,8 +3,8 @@
 // outer strides, scalar factors, accumulation, the fused bias, and the shapes that go to Eigen
 // (vectors, tiny and empty products). The error is held to the summation bound of the
 // tolerance table, which any correct order meets and a wrong operand, stride or transpose
-// misses by orders of magnitude. Vector results split over OpenMP threads (set_gemm_threads
-// above 1, decoding's GEMVs) against the same loop.
+// misses by orders of magnitude. Vector results split over OpenMP threads (a context with more
+// than one thread, decoding's GEMVs) against the same loop.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -37,6 +37,7 @@ Eigen::MatrixXd rounded(const Eigen::MatrixXd& m) {
 template <class Provider, class T>
 void check_provider(const std::string& name) {
   using Backend = nlb::backend::simd<xsimd::default_arch, Provider>;
+  const nlb::Context<Backend> ctx(1);
   nlb::GemmScratch<T> scratch;
   struct Shape {
     Index m, k, n;
@@ -62,16 +63,16 @@ void check_provider(const std::string& name) {
     const RowM<T> bt_row = b.transpose().cast<T>();  // stored [n, k], used transposed
 
     RowM<T> c_row(m, n);
-    nlb::ops::gemm(Backend{}, c_row, a_row, b_row, scratch);
+    nlb::ops::gemm(ctx, a_row, b_row, c_row, scratch);
     check_within_bound<T>(c_row, plain, k, shape + " row = row · row");
-    nlb::ops::gemm(Backend{}, c_row, a_row, bt_row.transpose(), scratch);
+    nlb::ops::gemm(ctx, a_row, bt_row.transpose(), c_row, scratch);
     check_within_bound<T>(c_row, plain, k, shape + " row = row · rowᵀ");
-    nlb::ops::gemm(Backend{}, c_row, a_col, b_col, scratch);
+    nlb::ops::gemm(ctx, a_col, b_col, c_row, scratch);
     check_within_bound<T>(c_row, plain, k, shape + " row = col · col");
     ColM<T> c_col(m, n);
-    nlb::ops::gemm(Backend{}, c_col, a_row, b_col, scratch);
+    nlb::ops::gemm(ctx, a_row, b_col, c_col, scratch);
     check_within_bound<T>(c_col, plain, k, shape + " col = row · col");
-    nlb::ops::gemm(Backend{}, c_col, a_col, bt_row.transpose(), scratch);
+    nlb::ops::gemm(ctx, a_col, bt_row.transpose(), c_col, scratch);
     check_within_bound<T>(c_col, plain, k, shape + " col = col · rowᵀ");
 
     // Blocks with outer strides: the operands inside wider matrices, the result in the middle
@@ -81,15 +82,15 @@ void check_provider(const std::string& name) {
     RowM<T> b_wide = RowM<T>::Constant(k, n + 5, T(-3));
     b_wide.middleCols(1, n) = b_row;
     RowM<T> c_wide = RowM<T>::Constant(m, n + 4, T(9));
-    nlb::ops::gemm(Backend{}, c_wide.middleCols(3, n), a_wide.middleCols(2, k),
-                   b_wide.middleCols(1, n), scratch);
+    nlb::ops::gemm(ctx, a_wide.middleCols(2, k), b_wide.middleCols(1, n), c_wide.middleCols(3, n),
+                   scratch);
     check_within_bound<T>(c_wide.middleCols(3, n), plain, k, shape + " blocks");
     BOOST_TEST(
         ((c_wide.leftCols(3).array() == T(9)).all() && (c_wide.col(n + 3).array() == T(9)).all()),
         shape + ": columns outside the block are left alone");
 
     // A scalar factor folded into an operand (Eigen passes it to the kernel as alpha).
-    nlb::ops::gemm(Backend{}, c_row, a_row * T(2), b_row, scratch);
+    nlb::ops::gemm(ctx, a_row * T(2), b_row, c_row, scratch);
     Reference twice = plain;
     twice.value *= 2;
     twice.scale *= 2;
@@ -97,10 +98,10 @@ void check_provider(const std::string& name) {
 
     // Accumulation and the fused bias.
     c_row = c0.cast<T>();
-    nlb::ops::gemm(Backend{}, c_row, a_row, b_row, scratch, /*accumulate=*/true);
+    nlb::ops::gemm(ctx, a_row, b_row, c_row, scratch, /*accumulate=*/true);
     check_within_bound<T>(c_row, triple_loop(a, b, c0), k, shape + " accumulate");
     const Eigen::Matrix<T, 1, Eigen::Dynamic> bias_row = bias.cast<T>();
-    nlb::ops::gemm_bias(Backend{}, c_row, a_row, b_row, bias_row, scratch);
+    nlb::ops::gemm_bias(ctx, a_row, b_row, bias_row, c_row, scratch);
     check_within_bound<T>(c_row, triple_loop(a, b, bias.replicate(m, 1)), k, shape + " bias");
   }
 }
@@ -121,7 +122,6 @@ BOOST_AUTO_TEST_CASE(eigen_provider_meets_the_summation_bound) {
 BOOST_AUTO_TEST_CASE(openblas_provider_meets_the_summation_bound) {
 #if defined(NLB_HAVE_OPENBLAS)
   using Backend = nlb::backend::simd<xsimd::default_arch, nlb::gemm_provider::openblas>;
-  nlb::ops::set_gemm_threads(Backend{}, 1);
   check_provider_both_types<nlb::gemm_provider::openblas>("openblas");
   // CTest names OpenBLAS's kernels where the CPU allows (tests/CMakeLists.txt), so that these
   // products really ran in OpenBLAS and not in the Eigen fallback.
@@ -136,7 +136,6 @@ BOOST_AUTO_TEST_CASE(openblas_provider_meets_the_summation_bound) {
 BOOST_AUTO_TEST_CASE(blis_provider_meets_the_summation_bound) {
 #if defined(NLB_HAVE_BLIS)
   using Backend = nlb::backend::simd<xsimd::default_arch, nlb::gemm_provider::blis>;
-  nlb::ops::set_gemm_threads(Backend{}, 1);
   check_provider_both_types<nlb::gemm_provider::blis>("blis");
   BOOST_TEST_MESSAGE("blis in use: " << nlb::ops::gemm_provider_in_use(Backend{}));
 #else
@@ -168,7 +167,7 @@ constexpr bool kBuiltWithOpenMP = false;
 BOOST_AUTO_TEST_CASE(vector_products_split_over_threads,
                      *boost::unit_test::enable_if<kBuiltWithOpenMP>()) {
   using Backend = nlb::backend::cpu;
-  nlb::ops::set_gemm_threads(Backend{}, 2);
+  const nlb::Context<Backend> ctx(2);
   nlb::GemmScratch<float> scratch;
   struct Shape {
     Index m, k, n;
@@ -187,22 +186,21 @@ BOOST_AUTO_TEST_CASE(vector_products_split_over_threads,
     const RowM<float> a_row = a.cast<float>(), b_row = b.cast<float>();
     const RowM<float> bt_row = b.transpose().cast<float>();  // the unembedding's layout
     RowM<float> c_row(m, n);
-    nlb::ops::gemm(Backend{}, c_row, a_row, b_row, scratch);
+    nlb::ops::gemm(ctx, a_row, b_row, c_row, scratch);
     check_within_bound<float>(c_row, plain, k, shape + " threads row · row");
-    nlb::ops::gemm(Backend{}, c_row, a_row, bt_row.transpose(), scratch);
+    nlb::ops::gemm(ctx, a_row, bt_row.transpose(), c_row, scratch);
     check_within_bound<float>(c_row, plain, k, shape + " threads row · rowᵀ");
     c_row = c0.cast<float>();
-    nlb::ops::gemm(Backend{}, c_row, a_row, b_row, scratch, /*accumulate=*/true);
+    nlb::ops::gemm(ctx, a_row, b_row, c_row, scratch, /*accumulate=*/true);
     check_within_bound<float>(c_row, triple_loop(a, b, c0), k, shape + " threads accumulate");
   }
-  nlb::ops::set_gemm_threads(Backend{}, 1);
 }
 
 // Products of 2 … 64 rows with row-major operands go to kernels::small_gemm where the build's
 // SIMD width has it (AVX-512; ops::detail::small_gemm_max_rows), with the columns split over
-// the threads when set_gemm_threads is above 1 (OpenMP builds). Each row count at both settings
-// of set_small_gemm and on one and two threads, against the triple loop: the kernel's path and
-// the provider's path meet the same bound.
+// the threads when the context has more than one (OpenMP builds). Each row count with the
+// context's small_gemm on and off and on one and two threads, against the triple loop: the
+// kernel's path and the provider's path meet the same bound.
 BOOST_AUTO_TEST_CASE(small_row_products_with_and_without_the_row_kernel) {
   using Backend = nlb::backend::cpu;
   nlb::GemmScratch<float> scratch;
@@ -213,8 +211,8 @@ BOOST_AUTO_TEST_CASE(small_row_products_with_and_without_the_row_kernel) {
     for (const bool kernel : {true, false})
       for (const Index m : {2, 9, 16, 48, 64, 65})
         for (const auto& [k, n] : {std::pair<Index, Index>{300, 700}, {257, 96}}) {
-          nlb::ops::set_gemm_threads(Backend{}, threads);
-          nlb::ops::set_small_gemm(kernel);
+          nlb::Context<Backend> ctx(threads);
+          ctx.set_small_gemm(kernel);
           const std::string shape = std::to_string(m) + "x" + std::to_string(k) + "x" +
                                     std::to_string(n) + " threads " + std::to_string(threads) +
                                     " small_gemm " + std::to_string(kernel);
@@ -223,13 +221,11 @@ BOOST_AUTO_TEST_CASE(small_row_products_with_and_without_the_row_kernel) {
           const Eigen::MatrixXd c0 = rounded<float>(nlb::test::gaussian(m, n, ++seed));
           const RowM<float> a_row = a.cast<float>(), b_row = b.cast<float>();
           RowM<float> c_row(m, n);
-          nlb::ops::gemm(Backend{}, c_row, a_row, b_row, scratch);
+          nlb::ops::gemm(ctx, a_row, b_row, c_row, scratch);
           check_within_bound<float>(c_row, triple_loop(a, b, Eigen::MatrixXd::Zero(m, n)), k,
                                     shape);
           c_row = c0.cast<float>();
-          nlb::ops::gemm(Backend{}, c_row, a_row, b_row, scratch, /*accumulate=*/true);
+          nlb::ops::gemm(ctx, a_row, b_row, c_row, scratch, /*accumulate=*/true);
           check_within_bound<float>(c_row, triple_loop(a, b, c0), k, shape + " accumulate");
         }
-  nlb::ops::set_small_gemm(true);
-  nlb::ops::set_gemm_threads(Backend{}, 1);
 }

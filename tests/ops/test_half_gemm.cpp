@@ -167,11 +167,13 @@ BOOST_AUTO_TEST_CASE(row_kernels_hold_the_summation_bound) {
   check_row_kernels<Eigen::bfloat16, nlb::backend::cpu>("simd bf16");
 }
 
-// ops::gemm / gemm_bias with a HalfMatrix (and its transpose) for m rows: m = 1 runs the row
-// kernels, split over threads when set; m > 1 widens panels (k = 4096 makes them 512 columns
-// wide, so n = 600 takes two panels, the second one narrower).
+// ops::gemm / gemm_bias with a HalfMatrix (and its transpose) for m rows on a context of
+// `threads` threads: m = 1 runs the row kernels, split over the threads when there are several;
+// m > 1 widens panels (k = 4096 makes them 512 columns wide, so n = 600 takes two panels, the
+// second one narrower).
 template <class H, class Backend>
-void check_products(const std::string& name) {
+void check_products(const std::string& name, int threads = 1) {
+  const nlb::Context<Backend> ctx(threads);
   nlb::GemmScratch<float> scratch;
   for (const auto& [m, k, n] : {std::tuple<Index, Index, Index>{1, 768, 3072},
                                 {1, 33, 17},
@@ -188,14 +190,14 @@ void check_products(const std::string& name) {
     const std::string shape =
         name + " m " + std::to_string(m) + " k " + std::to_string(k) + " n " + std::to_string(n);
     RowMatrix<float> y(m, n);
-    nlb::ops::gemm(Backend{}, y, xf, w, scratch);
+    nlb::ops::gemm(ctx, xf, w, y, scratch);
     const Eigen::MatrixXd zero = Eigen::MatrixXd::Zero(m, n);
     check_within_bound<float>(y, triple_loop(x, w.template widened<double>(), zero), k,
                               shape + " X·W");
-    nlb::ops::gemm(Backend{}, y, xf, wt.transpose(), scratch);
+    nlb::ops::gemm(ctx, xf, wt.transpose(), y, scratch);
     check_within_bound<float>(y, triple_loop(x, wt.template widened<double>().transpose(), zero), k,
                               shape + " X·Wᵀ");
-    nlb::ops::gemm_bias(Backend{}, y, xf, w, bias_f, scratch);
+    nlb::ops::gemm_bias(ctx, xf, w, bias_f, y, scratch);
     check_within_bound<float>(y, triple_loop(x, w.template widened<double>(), bias.replicate(m, 1)),
                               k, shape + " X·W + b");
   }
@@ -208,10 +210,9 @@ BOOST_AUTO_TEST_CASE(products_hold_the_summation_bound) {
   check_products<Eigen::bfloat16, BF16>("bf16");
   check_products<Eigen::bfloat16, nlb::backend::scalar>("bf16 scalar backend");
 #if defined(_OPENMP)
-  nlb::ops::set_gemm_threads(BF16{}, 2);  // vector products split by output columns
-  check_products<Eigen::half, F16>("f16, 2 threads");
-  check_products<Eigen::bfloat16, BF16>("bf16, 2 threads");
-  nlb::ops::set_gemm_threads(BF16{}, 1);
+  // Vector products split by output columns.
+  check_products<Eigen::half, F16>("f16, 2 threads", 2);
+  check_products<Eigen::bfloat16, BF16>("bf16, 2 threads", 2);
 #else
   BOOST_TEST_MESSAGE("built without OpenMP: the threaded vector products are not built");
 #endif

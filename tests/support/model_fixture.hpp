@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nlb/io/safetensors.hpp"
@@ -81,13 +82,15 @@ void check_model_against_fixture(const std::filesystem::path& model_dir,
   BOOST_REQUIRE(windows >= 1);
   BOOST_REQUIRE(tap_windows >= 1 && tap_windows <= windows);
   const auto ref_loss = ref.read<double>("loss");
+  Context<Backend> ctx;
+  typename std::decay_t<decltype(model)>::Workspace ws;
   double worst_logits = 0, worst_tap = 0, worst_loss = 0;
   std::string worst_tap_name;
   for (Index w = 0; w < windows; ++w) {
     const auto tokens = window_tokens(ref, w);
     std::size_t tap_count = 0;
     RowMatrix<T> logits;
-    model.forward(tokens, logits, [&](Tap tap, Index layer, const auto& m) {
+    model.forward(ctx, tokens, logits, ws, [&](Tap tap, Index layer, const auto& m) {
       ++tap_count;
       if (w >= tap_windows) {
         return;

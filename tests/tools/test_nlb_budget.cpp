@@ -16,7 +16,7 @@
 #include <string>
 
 #include "cli_runner.hpp"
-#include "nlb/analysis/budget_protocol.hpp"
+#include "nlb/analysis/budget/protocol.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/io/token_file.hpp"

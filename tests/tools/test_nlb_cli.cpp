@@ -758,8 +758,10 @@ BOOST_AUTO_TEST_CASE(published_checkpoint_forms_load_and_agree) {
   auto logits_of = [](const fs::path& dir) {
     const auto model = nlb::load_model<double>(dir);
     const std::vector<std::int32_t> tokens{'I', 'n', ' ', 't', 'h', 'e', ' ', 'b'};
+    nlb::Context<nlb::backend::cpu> ctx;
+    nlb::Transformer<double>::Workspace ws;
     nlb::RowMatrix<double> logits;
-    model.forward(tokens, logits);
+    model.forward(ctx, tokens, logits, ws);
     return logits;
   };
   const auto config2 = nlohmann::json::parse(slurp(tiny_gpt2 / "config.json"));

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "cli_runner.hpp"
-#include "nlb/analysis/budget_protocol.hpp"
-#include "nlb/analysis/tap_collection.hpp"
+#include "nlb/analysis/budget/protocol.hpp"
+#include "nlb/analysis/budget/tap_collection.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/io/token_file.hpp"
@@ -62,7 +62,9 @@ int entries_containing(const std::string& part) {
 nlb::RidgeSurrogate<double> library_surrogate(nlb::Index layer) {
   const auto model = nlb::load_model<double>(tiny_gpt2);
   const auto tokens = nlb::io::read_text_tokens(source_dir / "data/kjv-fit.txt");
-  const auto stats = nlb::collect_ridge_stats(model, tokens, 128, 10000);
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ModelRunner<double> runner(ctx, model);
+  const auto stats = nlb::collect_ridge_stats(runner, tokens, 128, 10000);
   nlb::RidgeSurrogate<double> s;
   s.fit(stats[static_cast<std::size_t>(layer)], 0.01);
   return s;
@@ -119,9 +121,10 @@ BOOST_AUTO_TEST_CASE(linearize_layer_1_then_eval_equals_in_memory_swap) {
   swapped.layers()[1].mlp() =
       Slot(Slot::Surrogate(surrogate.weight().cast<float>(), surrogate.bias().cast<float>()));
   const auto tokens = nlb::io::read_text_tokens(eval_text);
-  const double want = nlb::evaluate_perplexity(swapped, tokens, 128, 8).ppl;
+  nlb::Context<nlb::backend::cpu> ctx;
+  const double want = nlb::evaluate_perplexity(ctx, swapped, tokens, 128, 8).ppl;
   const double base =
-      nlb::evaluate_perplexity(nlb::load_model<float>(tiny_gpt2), tokens, 128, 8).ppl;
+      nlb::evaluate_perplexity(ctx, nlb::load_model<float>(tiny_gpt2), tokens, 128, 8).ppl;
   BOOST_TEST(std::abs(got / want - 1.0) <= nlb::test::tol::linearize_same_ops_rel,
              "nlb eval " << got << " vs in-memory swap " << want);
   BOOST_TEST(got / base - 1.0 > 0.01);  // layer 1 costs tens of percent (fixture: +27%)
@@ -204,10 +207,12 @@ BOOST_AUTO_TEST_CASE(gates_file_makes_gated_layers) {
                  static_cast<double>(static_cast<float>(threshold)))));
   const auto text = nlb::io::read_text_tokens(eval_text);
   const std::vector<std::int32_t> tokens(text.begin(), text.begin() + 128);
+  nlb::Context<nlb::backend::cpu> ctx;
+  nlb::Transformer<double>::Workspace loaded_ws, swapped_ws;
   nlb::RowMatrix<double> got, want;
   nlb::RouteCounts counts;
-  loaded.forward(tokens, got, nlb::NoTaps{}, nullptr, &counts);
-  swapped.forward(tokens, want);
+  loaded.forward(ctx, tokens, got, loaded_ws, nlb::NoTaps{}, nullptr, &counts);
+  swapped.forward(ctx, tokens, want, swapped_ws);
   BOOST_TEST((got - want).cwiseAbs().maxCoeff() == 0.0);
   BOOST_TEST(counts.linear > 0);
   BOOST_TEST(counts.linear < 128);

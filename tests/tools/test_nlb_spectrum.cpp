@@ -16,7 +16,7 @@
 
 #include "cli_runner.hpp"
 #include "model_copy.hpp"
-#include "nlb/analysis/attention_spectrum.hpp"
+#include "nlb/analysis/attention/spectrum.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
 #include "scratch_dir.hpp"

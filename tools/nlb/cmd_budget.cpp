@@ -1,22 +1,22 @@
 // nlb budget: the MLP budget report of PAPERS §A (issue 4) — surrogates, per-layer cost, gates,
-// probes, joint gating with measured savings. Pipeline: include/nlb/analysis/budget.hpp;
-// report files: budget_report.cpp; guide: docs/budget.md.
+// probes, joint gating with measured savings. Pipeline: include/nlb/analysis/budget/pipeline.hpp;
+// report files: report/; guide: docs/budget.md.
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <set>
 #include <string>
 
-#include "budget_report.hpp"
 #include "common.hpp"
-#include "device_model.hpp"
-#include "nlb/analysis/budget.hpp"
-#include "nlb/distributed/sharded_engine.hpp"
+#include "nlb/analysis/budget/pipeline.hpp"
 #include "nlb/model/load_model.hpp"
 #include "ranks.hpp"
+#include "report/budget_report.hpp"
 #include "report_files.hpp"
+#include "session.hpp"
 
 namespace nlb::cli {
 
@@ -117,45 +117,48 @@ BudgetObserver stderr_observer() {
   return obs;
 }
 
-}  // namespace
+// The options of nlb budget; renamed ones fail with their new spelling.
+Args budget_args(const std::vector<std::string>& argv) {
+  return Args(argv,
+              {"model",
+               "fit-text",
+               "label-text",
+               "eval-text",
+               "cross-text",
+               "fit-tokens-file",
+               "label-tokens-file",
+               "eval-tokens-file",
+               "cross-tokens-file",
+               "token-dtype",
+               "context",
+               "fit-positions",
+               "label-positions",
+               "calibration-positions",
+               "calibration",
+               "lambda",
+               "budget-pct",
+               "seed",
+               "decode-steps",
+               "out",
+               "device",
+               "gate-features"},
+              {"json", "attention"},
+              {{"tokens",
+                "--fit-tokens-file FILE, --label-tokens-file FILE, --eval-tokens-file FILE and "
+                "--cross-tokens-file FILE",
+                "one token-id file per input, instead of a flag that made the --*-text files "
+                "token ids"},
+               {"fit-tokens", "--fit-positions N",
+                "the number of fit positions; --fit-tokens-file FILE is a fit token-id file"},
+               {"label-tokens", "--label-positions N",
+                "the number of label positions; --label-tokens-file FILE is a label token-id "
+                "file"}});
+}
 
-int run_budget(const std::vector<std::string>& argv) {
-  const Args args(argv,
-                  {"model",
-                   "fit-text",
-                   "label-text",
-                   "eval-text",
-                   "cross-text",
-                   "fit-tokens-file",
-                   "label-tokens-file",
-                   "eval-tokens-file",
-                   "cross-tokens-file",
-                   "token-dtype",
-                   "context",
-                   "fit-positions",
-                   "label-positions",
-                   "calibration-positions",
-                   "calibration",
-                   "lambda",
-                   "budget-pct",
-                   "seed",
-                   "decode-steps",
-                   "out",
-                   "device",
-                   "gate-features"},
-                  {"json", "attention"},
-                  {{"tokens",
-                    "--fit-tokens-file FILE, --label-tokens-file FILE, --eval-tokens-file FILE and "
-                    "--cross-tokens-file FILE",
-                    "one token-id file per input, instead of a flag that made the --*-text files "
-                    "token ids"},
-                   {"fit-tokens", "--fit-positions N",
-                    "the number of fit positions; --fit-tokens-file FILE is a fit token-id file"},
-                   {"label-tokens", "--label-positions N",
-                    "the number of label positions; --label-tokens-file FILE is a label token-id "
-                    "file"}});
-  const auto t0 = std::chrono::steady_clock::now();
-  BudgetProtocol protocol;  // its defaults are the documented ones (nlb help budget)
+// The protocol the options set (all but the context, which needs the model); BudgetProtocol{}'s
+// defaults are the documented ones (nlb help budget).
+BudgetProtocol budget_protocol(const Args& args) {
+  BudgetProtocol protocol;
   protocol.budgets_pct = parse_budgets(args, protocol.budgets_pct);
   protocol.fit_tokens = args.integer("fit-positions", protocol.fit_tokens, 2, 1LL << 40);
   protocol.label_tokens = args.integer("label-positions", protocol.label_tokens, 10, 1LL << 40);
@@ -173,27 +176,16 @@ int run_budget(const std::vector<std::string>& argv) {
   protocol.across_attention = args.flag("attention");
   if (protocol.across_attention && protocol.calibration_search != CalibrationSearch::allocation)
     throw UsageError("option --attention: needs --calibration allocation (per-layer cost curves)");
-  if (protocol.across_attention && cuda_device_requested(args))
-    throw UsageError(
-        "option --attention: the attention conversions run on the host; drop "
-        "--device cuda");
   protocol.lambda = args.real("lambda", protocol.lambda, 1e-300, 1e300);
   protocol.seed = static_cast<std::uint64_t>(
       args.integer("seed", static_cast<long long>(protocol.seed), 0, (1LL << 62)));
   protocol.decode_steps = args.integer("decode-steps", protocol.decode_steps, 1, 1LL << 20);
-  const std::string out_dir = args.get("out", budget_default_out);
-  const std::string model_dir = args.get("model", default_model().string());
-  const io::TokenDType dtype = check_budget_inputs(args);
+  return protocol;
+}
 
-  const auto model = load_model<float>(model_dir);  // read only: run_budget takes a const model
-  const auto& config = model.config();
-  protocol.context = args.integer("context", std::min(protocol.context, config.n_positions), 2,
-                                  config.n_positions);
-  const auto inputs = read_budget_inputs(args, config, model_dir, dtype);
-  const auto& fit = inputs[0].tokens;
-  const auto& label = inputs[1].tokens;
-  const auto& eval = inputs[2].tokens;
-  const auto& cross = inputs[3].tokens;
+// Where the report's inputs came from and where its passes ran.
+BudgetSources budget_sources(const std::string& model_dir, const std::vector<TokenStream>& inputs,
+                             io::TokenDType dtype, const std::string& device) {
   BudgetSources sources;
   sources.model = model_dir;
   sources.fit = inputs[0].path;
@@ -202,56 +194,71 @@ int run_budget(const std::vector<std::string>& argv) {
   sources.cross = inputs[3].path;
   sources.token_format =
       inputs[0].ids ? "token ids (" + std::string(io::to_string(dtype)) + ")" : "bytes";
-  std::vector<std::string> names;  // "--fit-text FILE": how errors about a set name it
-  for (const auto& in : inputs)
-    names.push_back(in.option + " " + in.path);
+  sources.device = device;
+  sources.ranks = ranks().size();
+  return sources;
+}
 
-  DeviceEngine device;  // empty: the passes run on the host model
-  const auto& group = ranks();
-  refuse_device_with_ranks(cuda_device_requested(args));
-  if (cuda_device_requested(args)) {
-    device = make_cuda_variant_engine(model);
-    sources.device = "cuda";
-  } else if (group.size() > 1) {
-    // Every rank runs the pipeline; the forward passes' windows are spread over the ranks and
-    // their losses gathered, so every rank holds the whole report (docs/scaling.md).
-    device.engine = distributed::sharded_engine(model, group);
-    sources.ranks = group.size();
+// The summary lines on stdout.
+void print_budget_summary(const BudgetReport<float>& report, const std::string& out_dir,
+                          double seconds) {
+  std::printf("baseline eval PPL %.4f; all layers linear %+.2f%%\n", report.eval.baseline_ppl,
+              report.eval.all_layers_linear_delta_pct.value);
+  for (std::size_t b = 0; b < report.eval.joint.size(); ++b) {
+    const auto& j = report.eval.joint[b];
+    std::printf(
+        "budget %g%%: joint eval %+.2f%%, %.1f%% of MLP rows linear, FLOPs saved %.1f%% "
+        "(forward), time saved %+.1f%% (prefill), %+.1f%% (decode)\n",
+        j.budget_pct, j.delta_pct.value, 100 * j.linear_fraction, j.flops.forward_pct,
+        report.forward_timing[b].saved_pct, report.decode_timing[b].saved_pct);
   }
-  const auto report = run_budget(model, fit, label, eval, cross, protocol,
-                                 group.leader() ? stderr_observer() : BudgetObserver{},
-                                 {names[0], names[1], names[2], names[3]}, device.engine);
-  if (!group.leader())
+  if (report.across) {
+    for (const auto& res : report.across->results) {
+      std::printf(
+          "budget %g%% across MLP and attention: eval %+.2f%%, FLOPs saved %.1f%% (forward; "
+          "%.0f%% of it in attention), time saved %+.1f%% (prefill)\n",
+          res.budget_pct, res.eval_delta_pct.value, res.forward_flops_saved_pct,
+          100 * res.attention_share, res.prefill.saved_pct);
+    }
+  }
+  std::printf("report written to %s/ (report.md, report.json, layers.csv, *.svg) in %.1f s\n",
+              out_dir.c_str(), seconds);
+}
+
+}  // namespace
+
+int run_budget(const std::vector<std::string>& argv) {
+  const Args args = budget_args(argv);
+  const auto t0 = std::chrono::steady_clock::now();
+  BudgetProtocol protocol = budget_protocol(args);
+  const std::string out_dir = args.get("out", budget_default_out);
+  const std::string model_dir = args.get("model", default_model().string());
+  const io::TokenDType dtype = check_budget_inputs(args);
+  const auto model = load_model<float>(model_dir);  // read only: every variant is an override
+  protocol.context = args.integer("context", std::min(protocol.context, model.config().n_positions),
+                                  2, model.config().n_positions);
+  const auto inputs = read_budget_inputs(args, model.config(), model_dir, dtype);
+  std::array<std::string, 4> names;  // "--fit-text FILE": how errors about a set name it
+  for (std::size_t i = 0; i < names.size(); ++i)
+    names[i] = inputs[i].option + " " + inputs[i].path;
+  const auto session = make_session(model, cuda_device_option(args));
+  const BudgetSources sources = budget_sources(model_dir, inputs, dtype, session->runner().name());
+  // Under MPI every rank runs the pipeline; the forward passes' windows are spread over the
+  // ranks and their losses gathered, so every rank holds the whole report (docs/scaling.md).
+  AnalysisRunner runner(session->runner());
+  const auto report = nlb::run_budget(
+      runner.get(), inputs[0].tokens, inputs[1].tokens, inputs[2].tokens, inputs[3].tokens,
+      protocol, ranks().leader() ? stderr_observer() : BudgetObserver{}, names);
+  if (!ranks().leader())
     return 0;  // only rank 0 writes
   ReportFiles files(out_dir);
   stage_budget_report(files, report, sources);
   files.write();  // everything computed: only now does the report directory appear
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (args.flag("json")) {
+  if (args.flag("json"))
     std::fputs(budget_report_json(report, sources).c_str(), stdout);
-  } else {
-    std::printf("baseline eval PPL %.4f; all layers linear %+.2f%%\n", report.eval.baseline_ppl,
-                report.eval.all_layers_linear_delta_pct.value);
-    for (std::size_t b = 0; b < report.eval.joint.size(); ++b) {
-      const auto& j = report.eval.joint[b];
-      std::printf(
-          "budget %g%%: joint eval %+.2f%%, %.1f%% of MLP rows linear, FLOPs saved %.1f%% "
-          "(forward), time saved %+.1f%% (prefill), %+.1f%% (decode)\n",
-          j.budget_pct, j.delta_pct.value, 100 * j.linear_fraction, j.flops.forward_pct,
-          report.forward_timing[b].saved_pct, report.decode_timing[b].saved_pct);
-    }
-    if (report.across) {
-      for (const auto& res : report.across->results) {
-        std::printf(
-            "budget %g%% across MLP and attention: eval %+.2f%%, FLOPs saved %.1f%% (forward; "
-            "%.0f%% of it in attention), time saved %+.1f%% (prefill)\n",
-            res.budget_pct, res.eval_delta_pct.value, res.forward_flops_saved_pct,
-            100 * res.attention_share, res.prefill.saved_pct);
-      }
-    }
-    std::printf("report written to %s/ (report.md, report.json, layers.csv, *.svg) in %.1f s\n",
-                out_dir.c_str(), total);
-  }
+  else
+    print_budget_summary(report, out_dir, total);
   return 0;
 }
 

@@ -73,56 +73,55 @@ std::string mlp_kinds_text(const ModelConfig& c) {
          " linear, " + std::to_string(gated) + " gated";
 }
 
-}  // namespace
+// What a forward holds besides the weights: one full-context window's logits [T, vocab]
+// (float32); its activations are much smaller.
+std::uint64_t logits_bytes(const ModelConfig& c) {
+  return static_cast<std::uint64_t>(c.n_positions) * static_cast<std::uint64_t>(c.vocab_size) *
+         sizeof(float);
+}
 
-int run_info(const std::vector<std::string>& argv) {
-  const Args args(argv, {"model"}, {"json"});
-  const std::filesystem::path dir = args.get("model", default_model().string());
-  const ModelSummary s = summarize_model(dir);
+// Which library runs the matrix products here (docs/ops.md), and whether it really does.
+struct GemmInfo {
+  std::string provider = gemm_provider::name<backend::cpu::gemm>();
+  bool in_use = ops::gemm_provider_in_use(backend::cpu{});
+};
+
+nlohmann::json info_json(const std::filesystem::path& dir, const ModelSummary& s,
+                         const TokenizerInfo& tokenizer, const GemmInfo& gemm) {
   const ModelConfig& c = s.config;
-  const TokenizerInfo tokenizer = describe_tokenizer(dir, c);
-  // A forward holds the weights plus one window's logits [T, vocab] (float32) and much smaller
-  // activations; the figure below is the weights and the logits of a full-context window.
-  const std::uint64_t logits_bytes = static_cast<std::uint64_t>(c.n_positions) *
-                                     static_cast<std::uint64_t>(c.vocab_size) * sizeof(float);
-  // Which library runs the matrix products here (docs/ops.md), and whether it really does.
-  const std::string gemm = gemm_provider::name<backend::cpu::gemm>();
-  const bool gemm_in_use = ops::gemm_provider_in_use(backend::cpu{});
-
-  if (args.flag("json")) {
-    nlohmann::json dtypes = nlohmann::json::object();
-    for (const auto& [dtype, share] : s.by_dtype) {
-      dtypes[std::string(io::to_string(dtype))] = {
-          {"tensors", share.tensors}, {"elements", share.elements}, {"bytes", share.bytes}};
-    }
-    nlohmann::json files = nlohmann::json::array();
-    for (const auto& f : s.files)
-      files.push_back(
-          {{"file", f.path.filename().string()}, {"bytes", f.bytes}, {"tensors", f.tensors}});
-    const nlohmann::json out{
-        {"model", dir.string()},
-        {"architecture", to_string(c.architecture)},
-        {"layers", c.n_layers},
-        {"d_model", c.d_model},
-        {"heads", c.n_heads},
-        {"d_hidden", c.d_hidden},
-        {"context", c.n_positions},
-        {"vocab_size", c.vocab_size},
-        {"tied_embeddings", c.tied_embeddings},
-        {"parameters", s.parameters},
-        {"buffer_elements", s.buffer_elements},
-        {"files", files},
-        {"dtypes", dtypes},
-        {"tokenizer", {{"kind", tokenizer.kind}, {"vocabulary", tokenizer.vocabulary}}},
-        {"memory",
-         {{"weights_float32_bytes", s.weight_bytes<float>()},
-          {"weights_float64_bytes", s.weight_bytes<double>()},
-          {"logits_per_window_bytes", logits_bytes}}},
-        {"gemm", {{"provider", gemm}, {"in_use", gemm_in_use}}}};
-    std::printf("%s\n", out.dump(2).c_str());
-    return 0;
+  nlohmann::json dtypes = nlohmann::json::object();
+  for (const auto& [dtype, share] : s.by_dtype) {
+    dtypes[std::string(io::to_string(dtype))] = {
+        {"tensors", share.tensors}, {"elements", share.elements}, {"bytes", share.bytes}};
   }
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : s.files)
+    files.push_back(
+        {{"file", f.path.filename().string()}, {"bytes", f.bytes}, {"tensors", f.tensors}});
+  return {{"model", dir.string()},
+          {"architecture", to_string(c.architecture)},
+          {"layers", c.n_layers},
+          {"d_model", c.d_model},
+          {"heads", c.n_heads},
+          {"d_hidden", c.d_hidden},
+          {"context", c.n_positions},
+          {"vocab_size", c.vocab_size},
+          {"tied_embeddings", c.tied_embeddings},
+          {"parameters", s.parameters},
+          {"buffer_elements", s.buffer_elements},
+          {"files", files},
+          {"dtypes", dtypes},
+          {"tokenizer", {{"kind", tokenizer.kind}, {"vocabulary", tokenizer.vocabulary}}},
+          {"memory",
+           {{"weights_float32_bytes", s.weight_bytes<float>()},
+            {"weights_float64_bytes", s.weight_bytes<double>()},
+            {"logits_per_window_bytes", logits_bytes(c)}}},
+          {"gemm", {{"provider", gemm.provider}, {"in_use", gemm.in_use}}}};
+}
 
+// The architecture, parameters, files and dtypes, one line each.
+void print_model_lines(const std::filesystem::path& dir, const ModelSummary& s) {
+  const ModelConfig& c = s.config;
   std::printf("model         %s\n", dir.string().c_str());
   std::printf(
       "architecture  %s: %lld layers, d %lld, %lld heads, MLP %lld, context %lld, "
@@ -150,6 +149,11 @@ int run_info(const std::vector<std::string>& argv) {
     std::printf("buffers       %s elements of stored masks / rotary tables (not loaded)\n",
                 grouped(static_cast<std::uint64_t>(s.buffer_elements)).c_str());
   }
+}
+
+// The tokenizer, the memory loading takes and the GEMM provider, one line each.
+void print_run_lines(const ModelSummary& s, const TokenizerInfo& tokenizer, const GemmInfo& gemm) {
+  const ModelConfig& c = s.config;
   std::printf("tokenizer     %s", tokenizer.kind.c_str());
   if (tokenizer.vocabulary > 0 && c.vocab_size > 256)
     std::printf(" (%lld ids)", static_cast<long long>(tokenizer.vocabulary));
@@ -159,15 +163,31 @@ int run_info(const std::vector<std::string>& argv) {
       "              or %s as float64 (linearize); plus %s of logits per %lld-token "
       "window\n",
       size_text(s.weight_bytes<float>()).c_str(), size_text(s.weight_bytes<double>()).c_str(),
-      size_text(logits_bytes).c_str(), static_cast<long long>(c.n_positions));
-  if (gemm_in_use) {
-    std::printf("gemm          %s\n", gemm.c_str());
+      size_text(logits_bytes(c)).c_str(), static_cast<long long>(c.n_positions));
+  if (gemm.in_use) {
+    std::printf("gemm          %s\n", gemm.provider.c_str());
   } else {
     std::printf(
         "gemm          %s has no kernels for this CPU: products run in Eigen%s "
         "(docs/ops.md)\n",
-        gemm.c_str(), gemm == "openblas" ? "; set OPENBLAS_CORETYPE" : "");
+        gemm.provider.c_str(), gemm.provider == "openblas" ? "; set OPENBLAS_CORETYPE" : "");
   }
+}
+
+}  // namespace
+
+int run_info(const std::vector<std::string>& argv) {
+  const Args args(argv, {"model"}, {"json"});
+  const std::filesystem::path dir = args.get("model", default_model().string());
+  const ModelSummary s = summarize_model(dir);
+  const TokenizerInfo tokenizer = describe_tokenizer(dir, s.config);
+  const GemmInfo gemm;
+  if (args.flag("json")) {
+    std::printf("%s\n", info_json(dir, s, tokenizer, gemm).dump(2).c_str());
+    return 0;
+  }
+  print_model_lines(dir, s);
+  print_run_lines(s, tokenizer, gemm);
   return 0;
 }
 

@@ -15,12 +15,11 @@
 #include <vector>
 
 #include "common.hpp"
-#include "nlb/analysis/budget_protocol.hpp"
-#include "nlb/analysis/tap_collection.hpp"
+#include "nlb/analysis/budget/fit_stage.hpp"
 #include "nlb/io/safetensors.hpp"
 #include "nlb/io/safetensors_writer.hpp"
-#include "nlb/mlp/ridge_surrogate.hpp"
 #include "nlb/model/load_model.hpp"
+#include "session.hpp"
 
 namespace nlb::cli {
 
@@ -155,9 +154,10 @@ FitSettings fit_settings(const Args& args, const ModelConfig& config, const fs::
   return fit;
 }
 
-// Fits the listed layers' surrogates on the fit tokens, with the model in double (PAPERS §A1).
-std::vector<LayerParts> fit_surrogates(const fs::path& model_dir, const FitSettings& fit,
-                                       const std::vector<Index>& layers) {
+// The listed layers' surrogates: nlb budget's fit (fit_surrogates, PAPERS §A1) on the fit
+// tokens, with the model in double. The tokens are checked before the model is loaded.
+std::vector<LayerParts> fit_layers(const fs::path& model_dir, const FitSettings& fit,
+                                   const std::vector<Index>& layers) {
   const auto& tokens = fit.tokens.tokens;
   const Index context = fit.context, positions = fit.positions;
   const Index needed = (positions + context - 1) / context * context;
@@ -168,16 +168,21 @@ std::vector<LayerParts> fit_surrogates(const fs::path& model_dir, const FitSetti
                                                std::to_string(needed) + " tokens", tokens.size()));
   }
   const auto model = load_model<double>(model_dir);
-  const Progress progress("linearize: fit windows");
-  const auto stats = collect_ridge_stats(model, tokens, context, positions, progress);
+  Context<backend::cpu> ctx(host_threads());
+  ModelRunner<double> runner(ctx, model);
+  BudgetProtocol protocol;
+  protocol.context = context;
+  protocol.fit_tokens = positions;
+  protocol.lambda = fit.lambda;
+  const auto fitted = fit_surrogates<double>(runner, tokens, protocol, "fit tokens",
+                                             Progress("linearize: fit windows"));
   std::vector<LayerParts> out;
   for (Index layer : layers) {
-    RidgeSurrogate<double> surrogate;
-    const RidgeFitReport report = surrogate.fit(stats[static_cast<std::size_t>(layer)], fit.lambda);
+    const auto l = static_cast<std::size_t>(layer);
     LayerParts parts;
-    parts.weight = surrogate.weight();
-    parts.bias = surrogate.bias();
-    parts.r2 = report.r2;
+    parts.weight = fitted.surrogates[l].weight();
+    parts.bias = fitted.surrogates[l].bias();
+    parts.r2 = fitted.reports[l].r2;
     out.push_back(std::move(parts));
   }
   return out;
@@ -202,18 +207,9 @@ bool is_nonempty_dir(const fs::path& p) {
   return fs::is_directory(p) && fs::directory_iterator(p) != fs::directory_iterator();
 }
 
-}  // namespace
-
-int run_linearize(const std::vector<std::string>& argv) {
-  const Args args(argv,
-                  {"model", "layers", "gates", "out", "fit-text", "fit-tokens-file", "token-dtype",
-                   "fit-positions", "context", "lambda"},
-                  {"force"},
-                  {{"fit-tokens", "--fit-positions N",
-                    "the number of fit positions; --fit-tokens-file FILE is a fit token-id file"}});
-  const fs::path model_dir = args.get("model", default_model().string());
-  const fs::path out_dir = args.get("out");
-  const bool gated = args.has("gates");
+// The options that set how surrogates are fitted are refused with --gates; both options of the
+// fit input, or --token-dtype without a token-id file, are usage errors either way.
+void check_fit_options(const Args& args, bool gated) {
   if (gated) {
     for (const char* option :
          {"fit-text", "fit-tokens-file", "token-dtype", "fit-positions", "context", "lambda"}) {
@@ -225,27 +221,38 @@ int run_linearize(const std::vector<std::string>& argv) {
   }
   has_token_input(args, fit_input);  // both --fit-text and --fit-tokens-file: a usage error
   token_dtype(args, {fit_input});    // --token-dtype without --fit-tokens-file: likewise
+}
 
-  // The output is checked before any work, and never the model directory itself.
-  if (fs::exists(out_dir)) {
-    if (fs::exists(model_dir) && fs::equivalent(out_dir, model_dir))
-      throw UsageError("--out " + out_dir.string() + " is the model directory itself");
-    if (!fs::is_directory(out_dir))
-      throw UsageError("--out " + out_dir.string() + " exists and is not a directory");
-    if (is_nonempty_dir(out_dir) && !args.flag("force")) {
-      throw UsageError("--out " + out_dir.string() +
-                       " exists and is not empty (pass --force to replace it)");
-    }
+// The output is checked before any work, and never the model directory itself.
+void check_output_dir(const fs::path& out_dir, const fs::path& model_dir, bool force) {
+  if (!fs::exists(out_dir))
+    return;
+  if (fs::exists(model_dir) && fs::equivalent(out_dir, model_dir))
+    throw UsageError("--out " + out_dir.string() + " is the model directory itself");
+  if (!fs::is_directory(out_dir))
+    throw UsageError("--out " + out_dir.string() + " exists and is not a directory");
+  if (is_nonempty_dir(out_dir) && !force) {
+    throw UsageError("--out " + out_dir.string() +
+                     " exists and is not empty (pass --force to replace it)");
   }
+}
 
+// The model's config, of an architecture linearize handles.
+ModelConfig read_linearize_config(const fs::path& model_dir) {
   if (!fs::is_directory(model_dir))
     throw FormatError(model_dir.string() + ": not a model directory");
   const fs::path config_path = model_dir / "config.json";
-  const ModelConfig config = read_hf_config(config_path);
+  ModelConfig config = read_hf_config(config_path);
   if (config.architecture != Architecture::gpt2 && config.architecture != Architecture::gpt_neox) {
     throw ArgumentError(config_path.string() +
                         ": nlb linearize handles model_type \"gpt2\" and \"gpt_neox\"");
   }
+  return config;
+}
+
+// --layers, each of which must have a full MLP.
+std::vector<Index> read_layers(const Args& args, const ModelConfig& config,
+                               const fs::path& config_path) {
   const std::vector<Index> layers = parse_layers(args.get("layers"), config.n_layers);
   for (Index layer : layers) {
     if (config.mlp_kind(layer) != MlpKind::full) {
@@ -254,50 +261,79 @@ int run_linearize(const std::vector<std::string>& argv) {
           std::string("\"") + to_string(config.mlp_kind(layer)) + "\""));
     }
   }
+  return layers;
+}
 
-  std::vector<LayerParts> parts;
-  FitSettings fit;  // without --gates
-  if (gated) {
-    const auto gates = io::SafetensorsFile::open(args.get("gates"));
-    const auto it = gates.metadata().find("format");
-    if (it == gates.metadata().end() || it->second != "nlb-gates") {
-      throw FormatError(detail::expected_found(
-          gates.path().string() + ": metadata \"format\"", "\"nlb-gates\"",
-          it == gates.metadata().end() ? std::string("none") : "\"" + it->second + "\""));
-    }
-    for (Index layer : layers)
-      parts.push_back(read_gate_layer(gates, layer, config.d_model));
-  } else {
-    fit = fit_settings(args, config, model_dir);
-    parts = fit_surrogates(model_dir, fit, layers);
+// The listed layers' surrogates and folded gates from a gates file of nlb budget.
+std::vector<LayerParts> read_gate_parts(const std::string& path, const std::vector<Index>& layers,
+                                        Index d) {
+  const auto gates = io::SafetensorsFile::open(path);
+  const auto it = gates.metadata().find("format");
+  if (it == gates.metadata().end() || it->second != "nlb-gates") {
+    throw FormatError(detail::expected_found(
+        gates.path().string() + ": metadata \"format\"", "\"nlb-gates\"",
+        it == gates.metadata().end() ? std::string("none") : "\"" + it->second + "\""));
   }
+  std::vector<LayerParts> parts;
+  for (Index layer : layers)
+    parts.push_back(read_gate_layer(gates, layer, d));
+  return parts;
+}
 
-  // Tensor names of a layer's MLP in the source file (the loader's conventions).
-  const auto files = open_weights(model_dir);
-  bool prefixed = false;
-  for (const auto& f : files)
-    prefixed = prefixed || f.contains("transformer.wte.weight");
-  auto mlp_prefix = [&](Index layer) {
-    return config.architecture == Architecture::gpt2
+// Tensor names of a layer's MLP in the source files (the loader's conventions).
+struct MlpTensorNames {
+  const ModelConfig* config;
+  bool prefixed = false;  // GPT-2 names start with "transformer."
+
+  std::string prefix(Index layer) const {
+    return config->architecture == Architecture::gpt2
                ? std::string(prefixed ? "transformer." : "") + "h." + std::to_string(layer) +
                      ".mlp."
                : "gpt_neox.layers." + std::to_string(layer) + ".mlp.";
-  };
-  const std::vector<std::string> full_names =
-      config.architecture == Architecture::gpt2
-          ? std::vector<std::string>{"c_fc.weight", "c_fc.bias", "c_proj.weight", "c_proj.bias"}
-          : std::vector<std::string>{"dense_h_to_4h.weight", "dense_h_to_4h.bias",
-                                     "dense_4h_to_h.weight", "dense_4h_to_h.bias"};
+  }
+  std::vector<std::string> full() const {
+    return config->architecture == Architecture::gpt2
+               ? std::vector<std::string>{"c_fc.weight", "c_fc.bias", "c_proj.weight",
+                                          "c_proj.bias"}
+               : std::vector<std::string>{"dense_h_to_4h.weight", "dense_h_to_4h.bias",
+                                          "dense_4h_to_h.weight", "dense_4h_to_h.bias"};
+  }
+};
+
+// One layer's new parts in the new model's dtype.
+void add_layer_parts(io::SafetensorsWriter& writer, const std::string& p, const LayerParts& parts,
+                     io::DType dtype, std::int64_t d) {
+  const RowMatrix<double> w = parts.weight;  // row-major [d, d]
+  writer.add(p + "surrogate.weight", dtype, {d, d},
+             std::span<const double>(w.data(), static_cast<std::size_t>(w.size())));
+  writer.add(p + "surrogate.bias", dtype, {d},
+             std::span<const double>(parts.bias.data(), static_cast<std::size_t>(d)));
+  if (parts.gated) {
+    writer.add(p + "gate.weight", dtype, {d},
+               std::span<const double>(parts.gate_weight.data(), static_cast<std::size_t>(d)));
+    writer.add(p + "gate.bias", dtype, {1}, std::span<const double>(&parts.gate_bias, 1));
+    writer.add(p + "gate.threshold", dtype, {1}, std::span<const double>(&parts.gate_threshold, 1));
+  }
+}
+
+// The new weights: every tensor of the source but the full MLPs of layers that become linear,
+// and the new parts (F32, or F64 when the model itself is stored in F64).
+io::SafetensorsWriter new_weights(const fs::path& model_dir, const ModelConfig& config,
+                                  const std::vector<Index>& layers,
+                                  const std::vector<LayerParts>& parts) {
+  const auto files = open_weights(model_dir);
+  MlpTensorNames names{&config};
+  for (const auto& f : files)
+    names.prefixed = names.prefixed || f.contains("transformer.wte.weight");
   std::set<std::string> dropped;  // the full-MLP tensors of layers that become linear
   for (std::size_t k = 0; k < layers.size(); ++k) {
     if (!parts[k].gated) {
-      for (const auto& n : full_names)
-        dropped.insert(mlp_prefix(layers[k]) + n);
+      for (const auto& n : names.full())
+        dropped.insert(names.prefix(layers[k]) + n);
     }
   }
-
   io::SafetensorsWriter writer;
-  io::DType new_dtype = io::DType::F32;  // F64 when the model itself is stored in F64
+  io::DType new_dtype = io::DType::F32;
   for (const auto& f : files) {
     for (const auto& t : f.tensors()) {
       if (t.dtype == io::DType::F64)
@@ -306,45 +342,44 @@ int run_linearize(const std::vector<std::string>& argv) {
         copy_tensor(f, t, writer);
     }
   }
-  const std::int64_t d = config.d_model;
-  for (std::size_t k = 0; k < layers.size(); ++k) {
-    const std::string p = mlp_prefix(layers[k]);
-    const RowMatrix<double> w = parts[k].weight;  // row-major [d, d]
-    writer.add(p + "surrogate.weight", new_dtype, {d, d},
-               std::span<const double>(w.data(), static_cast<std::size_t>(w.size())));
-    writer.add(p + "surrogate.bias", new_dtype, {d},
-               std::span<const double>(parts[k].bias.data(), static_cast<std::size_t>(d)));
-    if (parts[k].gated) {
-      writer.add(p + "gate.weight", new_dtype, {d},
-                 std::span<const double>(parts[k].gate_weight.data(), static_cast<std::size_t>(d)));
-      writer.add(p + "gate.bias", new_dtype, {1}, std::span<const double>(&parts[k].gate_bias, 1));
-      writer.add(p + "gate.threshold", new_dtype, {1},
-                 std::span<const double>(&parts[k].gate_threshold, 1));
-    }
-  }
+  for (std::size_t k = 0; k < layers.size(); ++k)
+    add_layer_parts(writer, names.prefix(layers[k]), parts[k], new_dtype, config.d_model);
   writer.set_metadata("format", "pt");
   writer.set_metadata("nlb_linearized_from", model_dir.string());
+  return writer;
+}
 
-  // config.json: the source's keys, plus every layer's MLP kind.
+// config.json: the source's keys, plus every layer's MLP kind.
+nlohmann::json new_config(const fs::path& model_dir, const ModelConfig& config,
+                          const std::vector<Index>& layers, const std::vector<LayerParts>& parts) {
   nlohmann::json config_json;
   {
-    std::ifstream in(config_path);
+    std::ifstream in(model_dir / "config.json");
     config_json = nlohmann::json::parse(in);
   }
   std::vector<std::string> kinds;
   for (Index l = 0; l < config.n_layers; ++l)
     kinds.emplace_back(to_string(config.mlp_kind(l)));
+  for (std::size_t k = 0; k < layers.size(); ++k)
+    kinds[static_cast<std::size_t>(layers[k])] = parts[k].gated ? "gated" : "linear";
+  config_json["nlb_mlp_kinds"] = kinds;
+  return config_json;
+}
+
+// linearize.json: where every new part came from.
+nlohmann::json linearize_record(const fs::path& model_dir, const std::vector<Index>& layers,
+                                const std::vector<LayerParts>& parts, const Args& args,
+                                const FitSettings& fit) {
+  const bool gated = args.has("gates");
   nlohmann::json record{{"source", model_dir.string()},
                         {"mode", gated ? "gated" : "linear"},
                         {"layers", nlohmann::json::array()}};
   for (std::size_t k = 0; k < layers.size(); ++k) {
-    kinds[static_cast<std::size_t>(layers[k])] = parts[k].gated ? "gated" : "linear";
     nlohmann::json entry{{"layer", layers[k]}, {"kind", parts[k].gated ? "gated" : "linear"}};
     if (!parts[k].gated)
       entry["surrogate_r2"] = parts[k].r2;
     record["layers"].push_back(entry);
   }
-  config_json["nlb_mlp_kinds"] = kinds;
   if (gated) {
     record["gates"] = args.get("gates");
   } else {
@@ -356,29 +391,41 @@ int run_linearize(const std::vector<std::string>& argv) {
         {"model_dtype", "float64"},
         {"ridge", "float64, eigendecomposition of the centered Gram matrix (PAPERS §A1)"}};
   }
+  return record;
+}
 
-  // Everything goes to a temporary directory next to the output, renamed into place at the end.
+// The files of the new model directory, with the source's companion files (tokenizer, …).
+void write_model_files(const fs::path& dir, const fs::path& model_dir,
+                       const io::SafetensorsWriter& weights, const nlohmann::json& config,
+                       const nlohmann::json& record) {
+  weights.write(dir / "model.safetensors");
+  std::ofstream(dir / "config.json") << config.dump(2) << "\n";
+  std::ofstream(dir / "linearize.json") << record.dump(2) << "\n";
+  for (const auto& entry : fs::directory_iterator(model_dir)) {
+    if (entry.is_regular_file() && is_companion_file(entry.path().filename().string()))
+      fs::copy_file(entry.path(), dir / entry.path().filename());
+  }
+  if (!fs::exists(dir / "config.json") || fs::file_size(dir / "config.json") == 0)
+    throw Error(dir.string() + ": could not write config.json");
+}
+
+// Everything goes to a temporary directory next to the output, renamed into place at the end
+// (an existing non-empty output, allowed by --force, is replaced only then).
+void write_model_dir(const fs::path& out_dir, const fs::path& model_dir,
+                     const io::SafetensorsWriter& weights, const nlohmann::json& config,
+                     const nlohmann::json& record) {
   const fs::path parent = fs::absolute(out_dir).lexically_normal().parent_path();
   fs::create_directories(parent);
-  const fs::path tmp =
-      parent / ("." + out_dir.filename().string() + ".tmp-linearize-" + std::to_string(::getpid()));
-  const fs::path old =
-      parent / ("." + out_dir.filename().string() + ".old-linearize-" + std::to_string(::getpid()));
+  const std::string stem = "." + out_dir.filename().string();
+  const fs::path tmp = parent / (stem + ".tmp-linearize-" + std::to_string(::getpid()));
+  const fs::path old = parent / (stem + ".old-linearize-" + std::to_string(::getpid()));
   std::error_code ignored;
   try {
     fs::remove_all(tmp, ignored);
     fs::create_directory(tmp);
-    writer.write(tmp / "model.safetensors");
-    std::ofstream(tmp / "config.json") << config_json.dump(2) << "\n";
-    std::ofstream(tmp / "linearize.json") << record.dump(2) << "\n";
-    for (const auto& entry : fs::directory_iterator(model_dir)) {
-      if (entry.is_regular_file() && is_companion_file(entry.path().filename().string()))
-        fs::copy_file(entry.path(), tmp / entry.path().filename());
-    }
-    if (!fs::exists(tmp / "config.json") || fs::file_size(tmp / "config.json") == 0)
-      throw Error(tmp.string() + ": could not write config.json");
+    write_model_files(tmp, model_dir, weights, config, record);
     if (fs::exists(out_dir) && is_nonempty_dir(out_dir)) {
-      fs::rename(out_dir, old);  // only with --force (checked above)
+      fs::rename(out_dir, old);  // only with --force (checked before)
       fs::rename(tmp, out_dir);
       fs::remove_all(old, ignored);
     } else {
@@ -393,7 +440,11 @@ int run_linearize(const std::vector<std::string>& argv) {
     fs::remove_all(tmp, ignored);
     throw;
   }
+}
 
+// One line per layer, then the directory.
+void print_linearize_summary(const std::vector<Index>& layers, const std::vector<LayerParts>& parts,
+                             const Args& args, const fs::path& out_dir) {
   for (std::size_t k = 0; k < layers.size(); ++k) {
     if (parts[k].gated) {
       std::printf("layer %lld: gated (surrogate and gate from %s)\n",
@@ -404,6 +455,37 @@ int run_linearize(const std::vector<std::string>& argv) {
     }
   }
   std::printf("wrote %s\n", out_dir.string().c_str());
+}
+
+}  // namespace
+
+int run_linearize(const std::vector<std::string>& argv) {
+  const Args args(argv,
+                  {"model", "layers", "gates", "out", "fit-text", "fit-tokens-file", "token-dtype",
+                   "fit-positions", "context", "lambda"},
+                  {"force"},
+                  {{"fit-tokens", "--fit-positions N",
+                    "the number of fit positions; --fit-tokens-file FILE is a fit token-id file"}});
+  const fs::path model_dir = args.get("model", default_model().string());
+  const fs::path out_dir = args.get("out");
+  const bool gated = args.has("gates");
+  check_fit_options(args, gated);
+  check_output_dir(out_dir, model_dir, args.flag("force"));
+  const ModelConfig config = read_linearize_config(model_dir);
+  const std::vector<Index> layers = read_layers(args, config, model_dir / "config.json");
+  std::vector<LayerParts> parts;
+  FitSettings fit;  // without --gates
+  if (gated) {
+    parts = read_gate_parts(args.get("gates"), layers, config.d_model);
+  } else {
+    fit = fit_settings(args, config, model_dir);
+    parts = fit_layers(model_dir, fit, layers);
+  }
+  const auto weights = new_weights(model_dir, config, layers, parts);
+  const auto config_json = new_config(model_dir, config, layers, parts);
+  write_model_dir(out_dir, model_dir, weights, config_json,
+                  linearize_record(model_dir, layers, parts, args, fit));
+  print_linearize_summary(layers, parts, args, out_dir);
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // What every nlb subcommand shares: the default paths, the one reader of token inputs (text or
-// token-id files, for every subcommand), progress on stderr, and the subcommand entry points.
+// token-id files, for every subcommand) and progress on stderr.
 #pragma once
 
 #include <unistd.h>
@@ -18,7 +18,6 @@
 #include "args.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/config.hpp"
-#include "nlb/model/load_model.hpp"
 #if NLB_WITH_TEXT
 #include "nlb/text/detail/messages.hpp"
 #include "nlb/text/load_tokenizer.hpp"
@@ -53,31 +52,6 @@ struct TokenInput {
 
 /// The --text / --tokens input of eval, forward and spectrum.
 inline const TokenInput single_input{"text", "tokens"};
-
-/// --device cpu|cuda of eval, forward and generate: true for cuda. UsageError for another name.
-inline bool cuda_device_requested(const Args& args) {
-  return args.choice("device", "cpu", {"cpu", "cuda"}) == "cuda";
-}
-
-/// --weights f32|f16|bf16 of eval, forward and generate: loads the model in `dir` with its weight
-/// matrices kept in that storage (nlb/core/weight_storage.hpp; 16 bits halve what decoding reads)
-/// and returns f(model). UsageError for another name, or for 16 bits with --device cuda (the
-/// CUDA backend keeps float weights).
-template <class F>
-auto with_model_weights(const Args& args, const std::filesystem::path& dir, F&& f) {
-  const std::string weights = args.choice("weights", "f32", {"f32", "f16", "bf16"});
-  if (weights != "f32" && args.get("device", "cpu") == "cuda")
-    throw UsageError("--weights " + weights + " runs on the CPU; --device cuda keeps f32 weights");
-  if (weights == "f16")
-    return f(load_model<float, backend::with_weights<storage::f16>>(dir));
-  if (weights == "bf16")
-    return f(load_model<float, backend::with_weights<storage::bf16>>(dir));
-  return f(load_model<float>(dir));
-}
-
-/// True when `model` is the float-weights Transformer<float> (the one the CUDA runner takes).
-template <class Model>
-inline constexpr bool has_float_weights = std::is_same_v<std::decay_t<Model>, Transformer<float>>;
 
 /// The options every subcommand that reads one token stream accepts.
 inline const std::set<std::string> token_options{"text", "tokens", "token-dtype"};
@@ -237,14 +211,5 @@ class Progress {
   std::string what_;
   bool enabled_;
 };
-
-int run_eval(const std::vector<std::string>& argv);
-int run_forward(const std::vector<std::string>& argv);
-int run_generate(const std::vector<std::string>& argv);
-int run_budget(const std::vector<std::string>& argv);
-int run_linearize(const std::vector<std::string>& argv);
-int run_spectrum(const std::vector<std::string>& argv);
-int run_tokenize(const std::vector<std::string>& argv);
-int run_info(const std::vector<std::string>& argv);
 
 }  // namespace nlb::cli

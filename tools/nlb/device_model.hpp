@@ -1,93 +1,61 @@
-// --device for the commands that run forward passes (eval, forward, generate, budget): the model
-// on a compute device, behind a small interface, so that the CUDA code is one nvcc-compiled file
-// and the rest of nlb stays plain C++. That file (device_cuda.cu) is a module nlb loads only when
-// --device cuda is given (device_loader.cpp): linked into nlb, cuBLAS's start-up alone took 0.4 s
-// and 200 MB of every nlb run, `nlb help` included. Without the CUDA backend device_none.cpp
-// stands in for the loader.
+// --device cuda (eval, forward, generate, budget): the model's session (model_session.hpp) on the
+// first CUDA device. The CUDA code is one nvcc-compiled file (device_cuda.cu) in a module that
+// nlb loads only when --device cuda is given (device_loader.cpp): linked into nlb, cuBLAS's
+// start-up alone took 0.4 s and 200 MB of every nlb run, `nlb help` included. Without the CUDA
+// backend device_none.cpp stands in for the loader.
 #pragma once
 
-#include <cstdint>
+#include <cstddef>
 #include <memory>
-#include <span>
 #include <string>
 
-#include "nlb/analysis/variant_engine.hpp"
-#include "nlb/model/taps.hpp"
-#include "nlb/model/transformer.hpp"
+#include "model_session.hpp"
 
 namespace nlb::cli {
 
-/// The forward passes of one model on a device, with one KV cache for decoding.
-class DeviceRunner {
- public:
-  virtual ~DeviceRunner() = default;
-  /// Logits [T, vocab] of `tokens`; with use_cache the tokens follow the cached ones.
-  virtual void forward(std::span<const std::int32_t> tokens, RowMatrix<float>& logits,
-                       bool use_cache) = 0;
-  /// Empties the KV cache.
-  virtual void reset_cache() = 0;
-  virtual Index cache_length() const = 0;
-  virtual Index cache_capacity() const = 0;
+/// The host model uploaded to the first CUDA device, as BackendSession<backend::cuda>. Throws
+/// DeviceError naming why no device is usable (no driver, no device, no kernel image), Error when
+/// the module cannot be loaded or was built with other options than this nlb, UsageError when
+/// this nlb was built without the CUDA backend.
+std::unique_ptr<ModelSession> make_cuda_session(const Transformer<float>& host);
+
+/// What nlb and the module must agree on: the module receives the host model and the variants'
+/// parts and returns a session nlb calls, so both sides must lay these types out alike. Eigen's
+/// alignment follows the ISA flags (EIGEN_MAX_ALIGN_BYTES), and a matrix allocated on one side
+/// is freed on the other; the sizes catch any other difference of options (CUDA-NOTES finding 8).
+struct ModuleAbi {
+  std::size_t eigen_align_bytes = EIGEN_MAX_ALIGN_BYTES;
+  std::size_t eigen_static_align_bytes = EIGEN_MAX_STATIC_ALIGN_BYTES;
+  std::size_t model_bytes = sizeof(Transformer<float>);
+  std::size_t block_bytes = sizeof(DynamicBlock<float>);
+  std::size_t variant_bytes = sizeof(ModelVariant<float>);
+  std::size_t sampler_bytes = sizeof(TokenSampler);
+
+  bool operator==(const ModuleAbi&) const = default;
+  /// "Eigen alignment 64 vs 32 bytes, ..." for the fields that differ (this side first).
+  std::string difference(const ModuleAbi& other) const {
+    std::string out;
+    const auto field = [&](const char* what, std::size_t mine, std::size_t theirs) {
+      if (mine != theirs)
+        out += std::string(out.empty() ? "" : ", ") + what + " " + std::to_string(mine) + " vs " +
+               std::to_string(theirs) + " bytes";
+    };
+    field("Eigen alignment", eigen_align_bytes, other.eigen_align_bytes);
+    field("Eigen static alignment", eigen_static_align_bytes, other.eigen_static_align_bytes);
+    field("Transformer<float>", model_bytes, other.model_bytes);
+    field("DynamicBlock<float>", block_bytes, other.block_bytes);
+    field("ModelVariant<float>", variant_bytes, other.variant_bytes);
+    field("TokenSampler", sampler_bytes, other.sampler_bytes);
+    return out;
+  }
 };
 
-/// The host model uploaded to the first CUDA device. Throws DeviceError naming why no device is
-/// usable (no driver, no device, no kernel image), UsageError when this nlb was built without
-/// the CUDA backend.
-std::unique_ptr<DeviceRunner> make_cuda_runner(const Transformer<float>& host);
-
-/// The budget pipeline's forward passes and timings on the first CUDA device: run_budget's
-/// engine (nlb/analysis/variant_engine.hpp) and the device objects it refers to, which `owner`
-/// keeps alive. Throws as make_cuda_runner.
-struct DeviceEngine {
-  std::shared_ptr<void> owner;
-  VariantEngine<float> engine;
-};
-DeviceEngine make_cuda_variant_engine(const Transformer<float>& host);
-
-/// What the CUDA module (device_cuda.cu) exports under the C name cuda_module_entry_symbol: its
-/// two factories, which make_cuda_runner and make_cuda_variant_engine call.
+/// What the CUDA module (device_cuda.cu) exports under the C name cuda_module_entry_symbol: the
+/// options it was built with (checked first) and its factory, which make_cuda_session calls.
 struct CudaModuleEntry {
-  std::unique_ptr<DeviceRunner> (*make_runner)(const Transformer<float>& host);
-  DeviceEngine (*make_variant_engine)(const Transformer<float>& host);
+  ModuleAbi abi;
+  std::unique_ptr<ModelSession> (*make_session)(const Transformer<float>& host);
 };
 inline constexpr const char* cuda_module_entry_symbol = "nlb_cuda_module_entry";
-
-/// A device model with the host model's calling conventions, for evaluate_perplexity() and
-/// generate() (nlb/model/loss.hpp, sampling.hpp): forward(tokens, logits, ws[, taps, cache]).
-/// Its cache is the runner's one cache (make_cache() empties it).
-class DeviceModel {
- public:
-  using Scalar = float;
-  struct Workspace {};  // the runner keeps its device workspace
-  class Cache {
-   public:
-    explicit Cache(const DeviceRunner* runner) : runner_(runner) {}
-    Index length() const { return runner_->cache_length(); }
-    Index capacity() const { return runner_->cache_capacity(); }
-
-   private:
-    const DeviceRunner* runner_;
-  };
-
-  DeviceModel(std::unique_ptr<DeviceRunner> runner, const ModelConfig& config)
-      : runner_(std::move(runner)), config_(config) {}
-
-  void forward(std::span<const std::int32_t> tokens, RowMatrix<float>& logits, Workspace&) const {
-    runner_->forward(tokens, logits, false);
-  }
-  void forward(std::span<const std::int32_t> tokens, RowMatrix<float>& logits, Workspace&, NoTaps,
-               Cache*) const {
-    runner_->forward(tokens, logits, true);
-  }
-  Cache make_cache() const {
-    runner_->reset_cache();
-    return Cache(runner_.get());
-  }
-  const ModelConfig& config() const { return config_; }
-
- private:
-  std::unique_ptr<DeviceRunner> runner_;
-  ModelConfig config_;
-};
 
 }  // namespace nlb::cli

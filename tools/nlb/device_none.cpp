@@ -4,15 +4,10 @@
 
 namespace nlb::cli {
 
-std::unique_ptr<DeviceRunner> make_cuda_runner(const Transformer<float>&) {
+std::unique_ptr<ModelSession> make_cuda_session(const Transformer<float>&) {
   throw UsageError(
       "--device cuda: this nlb was built without the CUDA backend (configure with nvcc found "
       "and NLB_ENABLE_CUDA=ON; docs/cuda.md)");
-}
-
-DeviceEngine make_cuda_variant_engine(const Transformer<float>& host) {
-  make_cuda_runner(host);  // the same refusal
-  return {};
 }
 
 }  // namespace nlb::cli

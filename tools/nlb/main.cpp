@@ -1,39 +1,18 @@
 // nlb: run the papers' measurements on a model file. `nlb help` lists the subcommands,
-// `nlb help COMMAND` shows one's options (usage.hpp).
+// `nlb help COMMAND` shows one's options; main dispatches through the command table
+// (commands.hpp).
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "commands.hpp"
 #include "common.hpp"
 #include "nlb/core/errors.hpp"
 #include "nlb/version.hpp"
 #include "ranks.hpp"
-#include "usage.hpp"
 
 namespace {
-
-using Run = int (*)(const std::vector<std::string>&);
-
-Run find_command(const std::string& name) {
-  if (name == "eval")
-    return nlb::cli::run_eval;
-  if (name == "forward")
-    return nlb::cli::run_forward;
-  if (name == "generate")
-    return nlb::cli::run_generate;
-  if (name == "budget")
-    return nlb::cli::run_budget;
-  if (name == "linearize")
-    return nlb::cli::run_linearize;
-  if (name == "spectrum")
-    return nlb::cli::run_spectrum;
-  if (name == "tokenize")
-    return nlb::cli::run_tokenize;
-  if (name == "info")
-    return nlb::cli::run_info;
-  return nullptr;
-}
 
 // Under MPI one rank's error must end every rank (the others may be waiting for it in a
 // collective operation): the message names the rank, and MPI ends the run with `code`.
@@ -54,11 +33,40 @@ int run_help(const std::vector<std::string>& rest) {
   if (rest.size() > 1)
     throw nlb::cli::UsageError("expected at most one command name, found " +
                                std::to_string(rest.size()) + " arguments");
-  const auto* help = nlb::cli::find_command_help(rest[0]);
-  if (!help)
+  const auto* command = nlb::cli::find_command(rest[0]);
+  if (!command)
     throw nlb::cli::UsageError("unknown command \"" + rest[0] + "\" (see nlb help)");
-  std::fputs(help->page.c_str(), stdout);
+  std::fputs(command->page.c_str(), stdout);
   return 0;
+}
+
+// `nlb --version`.
+int run_version(const std::vector<std::string>& rest) {
+  if (!rest.empty())
+    throw nlb::cli::UsageError("--version takes no arguments");
+  std::printf("nlb %s\n", NLB_VERSION_STRING);
+  return 0;
+}
+
+// `nlb COMMAND ARGS...`: help and --version, or the subcommand of the table.
+int dispatch(const std::string& name, const std::vector<std::string>& rest) {
+  if (name == "help" || name == "--help" || name == "-h")
+    return run_help(rest);
+  if (name == "--version")
+    return run_version(rest);
+  const auto* command = nlb::cli::find_command(name);
+  if (!command)
+    throw nlb::cli::UsageError("unknown command \"" + name + "\" (see nlb help)");
+  // `nlb COMMAND --help`: the page. Only as the first argument: later, "--help" may be the
+  // value of an option (a prompt, a file name), and the parser's error points to the page.
+  if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h"))
+    return run_help({name});
+  if (nlb::cli::ranks().size() > 1 && !command->spreads_over_ranks) {
+    throw nlb::cli::UsageError(
+        "runs as one process only (under an MPI launcher, eval, budget and spectrum --text "
+        "spread their work over the ranks; docs/scaling.md)");
+  }
+  return command->run(rest);
 }
 
 }  // namespace
@@ -74,35 +82,11 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   const std::vector<std::string> rest(argv + 2, argv + argc);
   try {
-    if (command == "help" || command == "--help" || command == "-h")
-      return run_help(rest);
-    if (command == "--version") {
-      if (!rest.empty())
-        throw nlb::cli::UsageError("--version takes no arguments");
-      std::printf("nlb %s\n", NLB_VERSION_STRING);
-      return 0;
-    }
-    const Run run = find_command(command);
-    if (!run)
-      throw nlb::cli::UsageError("unknown command \"" + command + "\" (see nlb help)");
-    // `nlb COMMAND --help`: the page. Only as the first argument: later, "--help" may be the
-    // value of an option (a prompt, a file name), and the parser's error points to the page.
-    if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h"))
-      return run_help({command});
-    // Under an MPI launcher only the commands that spread their windows over the ranks run; any
-    // other would run K times over and its ranks would write the same output files. (spectrum
-    // spreads only its --text conversions and refuses to run without them: run_spectrum.)
-    if (nlb::cli::ranks().size() > 1 && command != "eval" && command != "budget" &&
-        command != "spectrum") {
-      throw nlb::cli::UsageError(
-          "runs as one process only (under an MPI launcher, eval, budget and spectrum --text "
-          "spread their work over the ranks; docs/scaling.md)");
-    }
-    return run(rest);
+    return dispatch(command, rest);
   } catch (const nlb::cli::UsageError& e) {
     std::fprintf(stderr, "nlb %s%s: %s\n", command.c_str(), nlb::cli::rank_label().c_str(),
                  e.what());
-    if (find_command(command))
+    if (nlb::cli::find_command(command))
       std::fprintf(stderr, "(nlb help %s lists its options)\n", command.c_str());
     return fail(2);
   } catch (const nlb::Error& e) {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "nlb/core/errors.hpp"
-#include "nlb/io/detail/file_io.hpp"
+#include "nlb/io/file_io.hpp"
 
 namespace nlb::cli {
 
@@ -48,7 +48,7 @@ class ReportFiles {
     }
     for (const auto& [name, content] : files_) {
       const auto* bytes = reinterpret_cast<const std::uint8_t*>(content.data());
-      io::detail::write_file_atomically(dir_ / name,
+      io::write_file_atomically(dir_ / name,
                                         std::span<const std::uint8_t>(bytes, content.size()));
     }
   }

@@ -114,6 +114,209 @@ inline void extend(double v, double& lo, double& hi) {
   }
 }
 
+// Where the data lie and how they map to the plotting area.
+struct Frame {
+  double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo;
+  double y_lo = x_lo, y_hi = -x_lo;
+  double slot = 1;  // the x distance of one bar or category
+  std::vector<double> x_ticks, y_ticks;
+  double plot_w = width - left - right, plot_h = height - top - bottom;
+
+  double px(double x) const { return left + (x - x_lo) / (x_hi - x_lo) * plot_w; }
+  double py(double y) const { return top + (y_hi - y) / (y_hi - y_lo) * plot_h; }
+};
+
+// The range of every finite point and error bar (the unit square without any).
+inline void data_range(const Chart& chart, Frame& f) {
+  for (const auto& s : chart.series) {
+    for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i]))
+        continue;
+      extend(s.x[i], f.x_lo, f.x_hi);
+      extend(s.y[i], f.y_lo, f.y_hi);
+      if (i < s.y_low.size())
+        extend(s.y_low[i], f.y_lo, f.y_hi);
+      if (i < s.y_high.size())
+        extend(s.y_high[i], f.y_lo, f.y_hi);
+    }
+  }
+  if (!std::isfinite(f.x_lo)) {  // no data at all
+    f.x_lo = 0;
+    f.x_hi = 1;
+    f.y_lo = 0;
+    f.y_hi = 1;
+  }
+}
+
+// The frame of `chart`: its data range, room for the reference line, the categories and half a
+// bar on each side, and the ticks.
+inline Frame frame_of(const Chart& chart) {
+  Frame f;
+  data_range(chart, f);
+  if (chart.bars || chart.y_reference) {
+    const double ref = chart.y_reference.value_or(0.0);
+    extend(ref, f.y_lo, f.y_hi);
+  }
+  if (!chart.x_tick_labels.empty()) {
+    f.x_lo = std::min(f.x_lo, 0.0);
+    f.x_hi = std::max(f.x_hi, static_cast<double>(chart.x_tick_labels.size()) - 1);
+  }
+  // Bars and categories need half a slot of room on each side.
+  if (chart.bars || !chart.x_tick_labels.empty()) {
+    std::vector<double> xs;
+    for (const auto& s : chart.series)
+      xs.insert(xs.end(), s.x.begin(), s.x.end());
+    std::sort(xs.begin(), xs.end());
+    double gap = std::numeric_limits<double>::infinity();
+    for (std::size_t i = 1; i < xs.size(); ++i)
+      if (xs[i] > xs[i - 1])
+        gap = std::min(gap, xs[i] - xs[i - 1]);
+    f.slot = std::isfinite(gap) ? gap : 1.0;
+    f.x_lo -= f.slot / 2;
+    f.x_hi += f.slot / 2;
+  }
+  if (chart.x_tick_labels.empty()) {
+    f.x_ticks = nice_ticks(f.x_lo, f.x_hi);
+  } else if (!(f.x_hi > f.x_lo)) {
+    f.x_hi = f.x_lo + 1;
+  }
+  f.y_ticks = nice_ticks(f.y_lo, f.y_hi);
+  return f;
+}
+
+// The document's start, the title, the grid with the y ticks, the x ticks, the axes with their
+// labels and the reference line.
+inline std::string axes_svg(const Chart& chart, const Frame& f, double canvas_w) {
+  std::string out;
+  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(canvas_w) + "\" height=\"" +
+         num(height) + "\" viewBox=\"0 0 " + num(canvas_w) + " " + num(height) +
+         "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  out += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  out += "<text x=\"" + num(left + f.plot_w / 2) +
+         "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" + escape(chart.title) + "</text>\n";
+  for (double t : f.y_ticks) {
+    out += "<line x1=\"" + num(left) + "\" y1=\"" + num(f.py(t)) + "\" x2=\"" +
+           num(left + f.plot_w) + "\" y2=\"" + num(f.py(t)) + "\" stroke=\"#e0e0e0\"/>\n";
+    out += "<text x=\"" + num(left - 6) + "\" y=\"" + num(f.py(t) + 4) + "\" text-anchor=\"end\">" +
+           escape(tick_text(t)) + "</text>\n";
+  }
+  const std::string tick_y = num(top + f.plot_h + 18);
+  if (chart.x_tick_labels.empty()) {
+    for (double t : f.x_ticks) {
+      out += "<text x=\"" + num(f.px(t)) + "\" y=\"" + tick_y + "\" text-anchor=\"middle\">" +
+             escape(tick_text(t)) + "</text>\n";
+    }
+  } else {
+    for (std::size_t i = 0; i < chart.x_tick_labels.size(); ++i) {
+      out += "<text x=\"" + num(f.px(static_cast<double>(i))) + "\" y=\"" + tick_y +
+             "\" text-anchor=\"middle\">" + escape(chart.x_tick_labels[i]) + "</text>\n";
+    }
+  }
+  out += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(f.plot_w) +
+         "\" height=\"" + num(f.plot_h) + "\" fill=\"none\" stroke=\"#404040\"/>\n";
+  out += "<text x=\"" + num(left + f.plot_w / 2) + "\" y=\"" + num(height - 18) +
+         "\" text-anchor=\"middle\">" + escape(chart.x_label) + "</text>\n";
+  out += "<text transform=\"translate(18 " + num(top + f.plot_h / 2) +
+         ") rotate(-90)\" text-anchor=\"middle\">" + escape(chart.y_label) + "</text>\n";
+  if (chart.y_reference) {
+    const double y = f.py(*chart.y_reference);
+    out += "<line x1=\"" + num(left) + "\" y1=\"" + num(y) + "\" x2=\"" + num(left + f.plot_w) +
+           "\" y2=\"" + num(y) + "\" stroke=\"#404040\" stroke-dasharray=\"4 3\"/>\n";
+  }
+  return out;
+}
+
+inline std::string color_of(std::size_t k) {
+  return palette[k % (sizeof palette / sizeof palette[0])];
+}
+
+// Series k's bars (a bar chart) or line (broken at non-finite points).
+inline std::string bars_or_line_svg(const Chart& chart, const Frame& f, std::size_t k,
+                                    double bar_w) {
+  const Series& s = chart.series[k];
+  const double n_series = static_cast<double>(std::max<std::size_t>(chart.series.size(), 1));
+  const std::size_t n = std::min(s.x.size(), s.y.size());
+  auto finite = [&](std::size_t i) { return std::isfinite(s.x[i]) && std::isfinite(s.y[i]); };
+  std::string out;
+  if (chart.bars) {
+    const double base = f.py(chart.y_reference.value_or(0.0));
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!finite(i))
+        continue;
+      const double x0 = f.px(s.x[i]) - bar_w * n_series / 2 + bar_w * static_cast<double>(k);
+      const double y = f.py(s.y[i]);
+      out += "<rect x=\"" + num(x0) + "\" y=\"" + num(std::min(y, base)) + "\" width=\"" +
+             num(bar_w) + "\" height=\"" + num(std::fabs(base - y)) + "\" fill=\"" + color_of(k) +
+             "\"/>\n";
+    }
+  } else if (s.lines) {
+    std::string path;
+    bool pen_down = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!finite(i)) {
+        pen_down = false;
+        continue;
+      }
+      path += (pen_down ? " L" : " M") + num(f.px(s.x[i])) + " " + num(f.py(s.y[i]));
+      pen_down = true;
+    }
+    if (!path.empty()) {
+      out += "<path d=\"" + path.substr(1) + "\" fill=\"none\" stroke=\"" + color_of(k) +
+             "\" stroke-width=\"2\"/>\n";
+    }
+  }
+  return out;
+}
+
+// Series k's error bars and points.
+inline std::string marks_svg(const Chart& chart, const Frame& f, std::size_t k, double bar_w) {
+  const Series& s = chart.series[k];
+  const double n_series = static_cast<double>(std::max<std::size_t>(chart.series.size(), 1));
+  const std::size_t n = std::min(s.x.size(), s.y.size());
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i]))
+      continue;
+    const double cx =
+        chart.bars ? f.px(s.x[i]) - bar_w * n_series / 2 + bar_w * (static_cast<double>(k) + 0.5)
+                   : f.px(s.x[i]);
+    if (i < s.y_low.size() && i < s.y_high.size() && std::isfinite(s.y_low[i]) &&
+        std::isfinite(s.y_high[i])) {
+      const double lo = f.py(s.y_low[i]), hi = f.py(s.y_high[i]);
+      out += "<path d=\"M" + num(cx) + " " + num(lo) + " L" + num(cx) + " " + num(hi) + " M" +
+             num(cx - 4) + " " + num(lo) + " L" + num(cx + 4) + " " + num(lo) + " M" + num(cx - 4) +
+             " " + num(hi) + " L" + num(cx + 4) + " " + num(hi) +
+             "\" stroke=\"#202020\" stroke-width=\"1.2\" fill=\"none\"/>\n";
+    }
+    if (!chart.bars && s.points) {
+      out += "<circle cx=\"" + num(cx) + "\" cy=\"" + num(f.py(s.y[i])) + "\" r=\"3.5\" fill=\"" +
+             color_of(k) + "\"/>\n";
+    }
+  }
+  return out;
+}
+
+// The legend: a framed column right of the plotting area, one entry per labelled series.
+inline std::string legend_svg(const Chart& chart, const Frame& f, std::size_t labels,
+                              double legend_w) {
+  const double legend_x = left + f.plot_w + 12;
+  std::string out = "<g class=\"legend\">\n";
+  out += "<rect class=\"legend-box\" x=\"" + num(legend_x) + "\" y=\"" + num(top) + "\" width=\"" +
+         num(legend_w) + "\" height=\"" + num(10 + 17 * static_cast<double>(labels)) +
+         "\" fill=\"white\" stroke=\"#c0c0c0\"/>\n";
+  double legend_y = top + 19;
+  for (std::size_t k = 0; k < chart.series.size(); ++k) {
+    if (chart.series[k].label.empty())
+      continue;
+    out += "<rect x=\"" + num(legend_x + 8) + "\" y=\"" + num(legend_y - 10) +
+           "\" width=\"12\" height=\"12\" fill=\"" + color_of(k) + "\"/>\n";
+    out += "<text x=\"" + num(legend_x + 26) + "\" y=\"" + num(legend_y) + "\">" +
+           escape(chart.series[k].label) + "</text>\n";
+    legend_y += 17;
+  }
+  return out + "</g>\n";
+}
+
 }  // namespace detail
 
 /// The chart as a complete SVG document: 420 px high, 720 px wide plus, when some series has a
@@ -131,176 +334,15 @@ inline std::string render(const Chart& chart) {
   // About 7 px per character at font size 12 (bytes: generous for non-ASCII labels).
   const double legend_w = labels > 0 ? 38 + 7.0 * static_cast<double>(longest_label) : 0;
   const double canvas_w = width + (labels > 0 ? legend_w + 12 : 0);
-  double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo;
-  double y_lo = x_lo, y_hi = -x_lo;
-  for (const auto& s : chart.series) {
-    for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i]))
-        continue;
-      extend(s.x[i], x_lo, x_hi);
-      extend(s.y[i], y_lo, y_hi);
-      if (i < s.y_low.size())
-        extend(s.y_low[i], y_lo, y_hi);
-      if (i < s.y_high.size())
-        extend(s.y_high[i], y_lo, y_hi);
-    }
-  }
-  if (!std::isfinite(x_lo)) {  // no data at all
-    x_lo = 0;
-    x_hi = 1;
-    y_lo = 0;
-    y_hi = 1;
-  }
-  if (chart.bars || chart.y_reference) {
-    const double ref = chart.y_reference.value_or(0.0);
-    extend(ref, y_lo, y_hi);
-  }
-  if (!chart.x_tick_labels.empty()) {
-    x_lo = std::min(x_lo, 0.0);
-    x_hi = std::max(x_hi, static_cast<double>(chart.x_tick_labels.size()) - 1);
-  }
-  // Bars and categories need half a slot of room on each side.
-  double slot = 1;
-  if (chart.bars || !chart.x_tick_labels.empty()) {
-    std::vector<double> xs;
-    for (const auto& s : chart.series)
-      xs.insert(xs.end(), s.x.begin(), s.x.end());
-    std::sort(xs.begin(), xs.end());
-    double gap = std::numeric_limits<double>::infinity();
-    for (std::size_t i = 1; i < xs.size(); ++i)
-      if (xs[i] > xs[i - 1])
-        gap = std::min(gap, xs[i] - xs[i - 1]);
-    slot = std::isfinite(gap) ? gap : 1.0;
-    x_lo -= slot / 2;
-    x_hi += slot / 2;
-  }
-  std::vector<double> x_ticks;
-  if (chart.x_tick_labels.empty()) {
-    x_ticks = nice_ticks(x_lo, x_hi);
-  } else if (!(x_hi > x_lo)) {
-    x_hi = x_lo + 1;
-  }
-  const std::vector<double> y_ticks = nice_ticks(y_lo, y_hi);
-
-  const double plot_w = width - left - right, plot_h = height - top - bottom;
-  auto px = [&](double x) { return left + (x - x_lo) / (x_hi - x_lo) * plot_w; };
-  auto py = [&](double y) { return top + (y_hi - y) / (y_hi - y_lo) * plot_h; };
-
-  std::string out;
-  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(canvas_w) + "\" height=\"" +
-         num(height) + "\" viewBox=\"0 0 " + num(canvas_w) + " " + num(height) +
-         "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  out += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  out += "<text x=\"" + num(left + plot_w / 2) +
-         "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" + escape(chart.title) + "</text>\n";
-  // Grid and y ticks.
-  for (double t : y_ticks) {
-    out += "<line x1=\"" + num(left) + "\" y1=\"" + num(py(t)) + "\" x2=\"" + num(left + plot_w) +
-           "\" y2=\"" + num(py(t)) + "\" stroke=\"#e0e0e0\"/>\n";
-    out += "<text x=\"" + num(left - 6) + "\" y=\"" + num(py(t) + 4) + "\" text-anchor=\"end\">" +
-           escape(tick_text(t)) + "</text>\n";
-  }
-  // X ticks.
-  if (chart.x_tick_labels.empty()) {
-    for (double t : x_ticks) {
-      out += "<text x=\"" + num(px(t)) + "\" y=\"" + num(top + plot_h + 18) +
-             "\" text-anchor=\"middle\">" + escape(tick_text(t)) + "</text>\n";
-    }
-  } else {
-    for (std::size_t i = 0; i < chart.x_tick_labels.size(); ++i) {
-      out += "<text x=\"" + num(px(static_cast<double>(i))) + "\" y=\"" + num(top + plot_h + 18) +
-             "\" text-anchor=\"middle\">" + escape(chart.x_tick_labels[i]) + "</text>\n";
-    }
-  }
-  // Axes and labels.
-  out += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(plot_w) +
-         "\" height=\"" + num(plot_h) + "\" fill=\"none\" stroke=\"#404040\"/>\n";
-  out += "<text x=\"" + num(left + plot_w / 2) + "\" y=\"" + num(height - 18) +
-         "\" text-anchor=\"middle\">" + escape(chart.x_label) + "</text>\n";
-  out += "<text transform=\"translate(18 " + num(top + plot_h / 2) +
-         ") rotate(-90)\" text-anchor=\"middle\">" + escape(chart.y_label) + "</text>\n";
-  if (chart.y_reference) {
-    const double y = py(*chart.y_reference);
-    out += "<line x1=\"" + num(left) + "\" y1=\"" + num(y) + "\" x2=\"" + num(left + plot_w) +
-           "\" y2=\"" + num(y) + "\" stroke=\"#404040\" stroke-dasharray=\"4 3\"/>\n";
-  }
-  // Series.
+  const Frame f = frame_of(chart);
+  std::string out = axes_svg(chart, f, canvas_w);
   const double n_series = static_cast<double>(std::max<std::size_t>(chart.series.size(), 1));
-  const double bar_w = (px(slot) - px(0)) * 0.8 / n_series;
-  for (std::size_t k = 0; k < chart.series.size(); ++k) {
-    const Series& s = chart.series[k];
-    const std::string color = palette[k % (sizeof palette / sizeof palette[0])];
-    const std::size_t n = std::min(s.x.size(), s.y.size());
-    auto finite = [&](std::size_t i) { return std::isfinite(s.x[i]) && std::isfinite(s.y[i]); };
-    if (chart.bars) {
-      const double base = py(chart.y_reference.value_or(0.0));
-      for (std::size_t i = 0; i < n; ++i) {
-        if (!finite(i))
-          continue;
-        const double x0 = px(s.x[i]) - bar_w * n_series / 2 + bar_w * static_cast<double>(k);
-        const double y = py(s.y[i]);
-        out += "<rect x=\"" + num(x0) + "\" y=\"" + num(std::min(y, base)) + "\" width=\"" +
-               num(bar_w) + "\" height=\"" + num(std::fabs(base - y)) + "\" fill=\"" + color +
-               "\"/>\n";
-      }
-    } else if (s.lines) {
-      std::string path;
-      bool pen_down = false;
-      for (std::size_t i = 0; i < n; ++i) {
-        if (!finite(i)) {
-          pen_down = false;
-          continue;
-        }
-        path += (pen_down ? " L" : " M") + num(px(s.x[i])) + " " + num(py(s.y[i]));
-        pen_down = true;
-      }
-      if (!path.empty()) {
-        out += "<path d=\"" + path.substr(1) + "\" fill=\"none\" stroke=\"" + color +
-               "\" stroke-width=\"2\"/>\n";
-      }
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!finite(i))
-        continue;
-      const double cx =
-          chart.bars ? px(s.x[i]) - bar_w * n_series / 2 + bar_w * (static_cast<double>(k) + 0.5)
-                     : px(s.x[i]);
-      if (i < s.y_low.size() && i < s.y_high.size() && std::isfinite(s.y_low[i]) &&
-          std::isfinite(s.y_high[i])) {
-        const double lo = py(s.y_low[i]), hi = py(s.y_high[i]);
-        out += "<path d=\"M" + num(cx) + " " + num(lo) + " L" + num(cx) + " " + num(hi) + " M" +
-               num(cx - 4) + " " + num(lo) + " L" + num(cx + 4) + " " + num(lo) + " M" +
-               num(cx - 4) + " " + num(hi) + " L" + num(cx + 4) + " " + num(hi) +
-               "\" stroke=\"#202020\" stroke-width=\"1.2\" fill=\"none\"/>\n";
-      }
-      if (!chart.bars && s.points) {
-        out += "<circle cx=\"" + num(cx) + "\" cy=\"" + num(py(s.y[i])) + "\" r=\"3.5\" fill=\"" +
-               color + "\"/>\n";
-      }
-    }
-  }
-  // Legend (only when some series has a label): a framed column right of the plotting area.
-  if (labels > 0) {
-    const double legend_x = left + plot_w + 12;
-    out += "<g class=\"legend\">\n";
-    out += "<rect class=\"legend-box\" x=\"" + num(legend_x) + "\" y=\"" + num(top) +
-           "\" width=\"" + num(legend_w) + "\" height=\"" +
-           num(10 + 17 * static_cast<double>(labels)) + "\" fill=\"white\" stroke=\"#c0c0c0\"/>\n";
-    double legend_y = top + 19;
-    for (std::size_t k = 0; k < chart.series.size(); ++k) {
-      if (chart.series[k].label.empty())
-        continue;
-      const std::string color = palette[k % (sizeof palette / sizeof palette[0])];
-      out += "<rect x=\"" + num(legend_x + 8) + "\" y=\"" + num(legend_y - 10) +
-             "\" width=\"12\" height=\"12\" fill=\"" + color + "\"/>\n";
-      out += "<text x=\"" + num(legend_x + 26) + "\" y=\"" + num(legend_y) + "\">" +
-             escape(chart.series[k].label) + "</text>\n";
-      legend_y += 17;
-    }
-    out += "</g>\n";
-  }
-  out += "</svg>\n";
-  return out;
+  const double bar_w = (f.px(f.slot) - f.px(0)) * 0.8 / n_series;
+  for (std::size_t k = 0; k < chart.series.size(); ++k)
+    out += bars_or_line_svg(chart, f, k, bar_w) + marks_svg(chart, f, k, bar_w);
+  if (labels > 0)  // only when some series has a label
+    out += legend_svg(chart, f, labels, legend_w);
+  return out + "</svg>\n";
 }
 
 /// A histogram of `values` over [low, high] in `bins` equal bins, as a bar chart whose x is

@@ -20,9 +20,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "nlb/analysis/budget.hpp"
+#include "nlb/analysis/budget/pipeline.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
 
@@ -121,7 +122,10 @@ int main(int argc, char** argv) try {
   if (opt.eval_windows > 0)
     eval_windows = std::min<nlb::Index>(eval_windows, opt.eval_windows);
 
-  const auto fit = nlb::fit_surrogates(model, fit_tokens, protocol);
+  // Every pass on this process, on every core (the GEMM provider's threads).
+  nlb::Context<nlb::backend::cpu> host(static_cast<int>(std::thread::hardware_concurrency()));
+  nlb::ModelRunner<float> runner(host, model);
+  const auto fit = nlb::fit_surrogates(runner, fit_tokens, protocol);
   const nlb::CalibrationSearch searches[] = {nlb::CalibrationSearch::allocation,
                                              nlb::CalibrationSearch::greedy};
   json rows = json::array();
@@ -132,21 +136,21 @@ int main(int argc, char** argv) try {
     const auto shift =
         static_cast<std::size_t>(s) * (label_file.size() / static_cast<std::size_t>(opt.splits));
     const auto label_tokens = rotated(label_file, shift);
-    std::vector<nlb::MlpVariant<float>> variants;
+    std::vector<nlb::ModelVariant<float>> variants;
     std::vector<std::pair<nlb::CalibrationSearch, nlb::JointState>> chosen;
     for (const auto search : searches) {
       auto p = protocol;
       p.seed = static_cast<std::uint64_t>(s);
       p.calibration_search = search;
       std::vector<std::pair<std::string, double>> times;
-      const auto label = nlb::run_label_stage(model, fit, label_tokens, p, {}, times);
+      const auto label = nlb::run_label_stage(runner, fit, label_tokens, p, {}, times);
       const auto gates = label.plain_gates();
       for (const auto& state : label.joint) {
         variants.push_back(nlb::joint_variant(model, fit.surrogates, gates, state));
         chosen.emplace_back(search, state);
       }
     }
-    const auto r = nlb::measure_variants(model, eval_tokens, eval_windows, ctx, variants, true);
+    const auto r = runner.measure(eval_tokens, eval_windows, ctx, variants, true);
     std::vector<double> base_sums;
     for (nlb::Index w = 0; w < eval_windows; ++w)
       base_sums.push_back(r.window_sum(r.base, w));

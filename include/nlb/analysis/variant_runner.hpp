@@ -122,7 +122,8 @@ namespace detail {
 template <class T, class Backend>
 class PlacedVariants {
  public:
-  PlacedVariants(const std::vector<ModelVariant<T>>& variants, Index layers) {
+  /// `variants` must outlive this object (on the host its overrides point into them).
+  PlacedVariants(std::span<const ModelVariant<T>> variants, Index layers) {
     for (const auto& v : variants) {
       (void)v.overrides(layers);  // refuses a layer out of range or replaced twice
       first.push_back(v.first_layer(layers));
@@ -242,14 +243,14 @@ class ModelRunner final : public VariantRunner<T> {
 
   ForwardTiming time_forward(Tokens tokens, Index windows, Index context, const Variant& variant,
                              Index repetitions) override {
-    const detail::PlacedVariants<T, Backend> placed({variant}, model_->layer_count());
+    const detail::PlacedVariants<T, Backend> placed(std::span(&variant, 1), model_->layer_count());
     return nlb::time_forward(*ctx_, *model_, tokens, windows, context,
                              std::span(placed.overrides[0]), repetitions);
   }
 
   ForwardTiming time_decode(Tokens tokens, Index steps, const Variant& variant,
                             Index repetitions) override {
-    const detail::PlacedVariants<T, Backend> placed({variant}, model_->layer_count());
+    const detail::PlacedVariants<T, Backend> placed(std::span(&variant, 1), model_->layer_count());
     return nlb::time_decode(*ctx_, *model_, tokens, steps, std::span(placed.overrides[0]),
                             repetitions);
   }

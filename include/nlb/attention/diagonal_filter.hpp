@@ -23,6 +23,7 @@
 #include "nlb/core/context.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/kernels/elementwise.hpp"
+#include "nlb/kernels/transform.hpp"
 #include "nlb/ops/elementwise.hpp"
 #include "nlb/ops/rows.hpp"
 
@@ -53,7 +54,7 @@ class DiagonalFilter {
       const Eigen::Ref<const RowVector<T>>& theta) requires backend::is_host<Backend>
       : theta_(checked(theta)) {
     diagonal_ = theta_;
-    ops::transform(Backend{}, diagonal_.data(), diagonal_.size(), kernels::SoftplusOp{});
+    kernels::transform(Backend{}, diagonal_.data(), diagonal_.size(), kernels::SoftplusOp{});
   }
 
   /// The same filter on another backend: θ and the diagonal copied into this backend's vectors
@@ -171,7 +172,7 @@ class ScalarFilter {
   /// softplus(θ) by the backend's kernel, on the host.
   explicit ScalarFilter(T theta) requires backend::is_host<Backend> : theta_(theta) {
     value_ = theta;
-    ops::transform(Backend{}, &value_, 1, kernels::SoftplusOp{});
+    kernels::transform(Backend{}, &value_, 1, kernels::SoftplusOp{});
   }
 
   /// The same filter on another backend (θ and its value copied, not recomputed).

@@ -3,7 +3,7 @@
 
 #include <cstddef>
 #include <vector>
-#include "nlb/core/detail/xsimd_include.hpp"
+#include "nlb/core/xsimd.hpp"
 
 namespace nlb {
 

@@ -15,7 +15,7 @@
 #pragma once
 
 #include <type_traits>
-#include "nlb/core/detail/xsimd_include.hpp"
+#include "nlb/core/xsimd.hpp"
 #include "nlb/core/gemm_provider.hpp"
 #include "nlb/core/weight_storage.hpp"
 

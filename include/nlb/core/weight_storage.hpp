@@ -40,7 +40,8 @@ template <class S>
 inline constexpr bool is_storage =
     std::is_same_v<S, f32> || is_half<S> || std::is_same_v<S, mapped> || std::is_same_v<S, device>;
 
-namespace detail {
+/// The weight matrix type of storage S (a customization point: nlb/cuda/device_matrix.cuh
+/// gives storage::device its own).
 template <class S, class T, int Rows, int Cols>
 struct weight_matrix_of {
   using type = RowMatrix<T, Rows, Cols>;
@@ -54,7 +55,6 @@ template <class T, int Rows, int Cols>
 struct weight_matrix_of<mapped, T, Rows, Cols> {
   using type = MappedMatrix<T, Rows, Cols>;
 };
-}  // namespace detail
 
 }  // namespace nlb::storage
 
@@ -62,9 +62,9 @@ namespace nlb {
 
 /// The weight matrix [Rows, Cols] of storage S for scalar T: RowMatrix<T, Rows, Cols> for
 /// storage::f32, HalfMatrix (sizes at run time) for storage::f16 / storage::bf16,
-/// MappedMatrix<T, Rows, Cols> for storage::mapped.
+/// MappedMatrix<T, Rows, Cols> for storage::mapped, cuda::DeviceMatrix<T> for storage::device.
 template <class S, class T, int Rows = Dynamic, int Cols = Dynamic>
-using weight_matrix = typename storage::detail::weight_matrix_of<S, T, Rows, Cols>::type;
+using weight_matrix = typename storage::weight_matrix_of<S, T, Rows, Cols>::type;
 
 /// The Eigen matrix `m` in storage S: moved through for storage::f32, rounded to 16 bits for
 /// f16 / bf16 (as HalfMatrix rounds, O(size)), moved into a MappedMatrix that owns it for

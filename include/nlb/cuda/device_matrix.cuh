@@ -232,12 +232,12 @@ struct matrix_in<backend::device_memory, T> {
   using type = cuda::DeviceMatrix<T>;
 };
 
-namespace storage::detail {
+namespace storage {
 template <class T, int Rows, int Cols>
 struct weight_matrix_of<storage::device, T, Rows, Cols> {
   using type = cuda::DeviceMatrix<T>;
 };
-}  // namespace storage::detail
+}  // namespace storage
 
 /// backend::cuda keeps its matrices, weights included, in device memory as float (or double);
 /// host weights in 16 bits are widened when they are copied over.

@@ -31,7 +31,7 @@
 #include "nlb/cuda/context.cuh"
 #include "nlb/cuda/detail/reference_gemm.cuh"
 #include "nlb/cuda/device_matrix.cuh"
-#include "nlb/kernels/detail/elementwise_math.hpp"
+#include "nlb/kernels/elementwise_math.hpp"
 #include "nlb/ops/scratch.hpp"
 
 namespace nlb::cuda {
@@ -66,7 +66,7 @@ struct RowLanes {
   NLB_HOST_DEVICE V max(V v) const {
 #if defined(__CUDA_ARCH__)
     for (int offset = 16; offset > 0; offset /= 2)
-      v = kernels::detail::elementwise_math::max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+      v = kernels::elementwise_math::max(v, __shfl_xor_sync(0xffffffffu, v, offset));
 #endif
     return v;
   }

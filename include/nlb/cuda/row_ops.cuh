@@ -28,7 +28,7 @@
 #include "nlb/cuda/context.cuh"
 #include "nlb/cuda/device_matrix.cuh"
 #include "nlb/cuda/ops.cuh"
-#include "nlb/kernels/detail/elementwise_math.hpp"
+#include "nlb/kernels/elementwise_math.hpp"
 #include "nlb/ops/rotary.hpp"
 
 namespace nlb::cuda {
@@ -56,7 +56,7 @@ struct LayerNormRow {
       centered_squares += centered * centered;
     }
     const T correction = lanes.sum(centered_sum) / count;
-    const T variance = kernels::detail::elementwise_math::max(
+    const T variance = kernels::elementwise_math::max(
         lanes.sum(centered_squares) / count - correction * correction, T(0));
     const T mean = rough_mean + correction,
             inv_std =  // sqrt in double rounds to sqrtf's float exactly (53 >= 2·24 + 2 bits)
@@ -100,7 +100,7 @@ struct NextTokenLoss {
     const T* row = logits + t * stride;
     double maximum = static_cast<double>(row[0]), sum = 0;
     for (Index j = lanes.lane; j < cols; j += lanes.count)
-      maximum = kernels::detail::elementwise_math::max(maximum, static_cast<double>(row[j]));
+      maximum = kernels::elementwise_math::max(maximum, static_cast<double>(row[j]));
     maximum = lanes.max(maximum);
     for (Index j = lanes.lane; j < cols; j += lanes.count)
       sum += ::exp(static_cast<double>(row[j]) - maximum);
@@ -156,7 +156,7 @@ struct CausalSoftmaxRow {
   T* scores;
   Index cols, n, first;
   NLB_HOST_DEVICE void operator()(Index r, RowLanes lanes) const {
-    namespace math = kernels::detail::elementwise_math;
+    namespace math = kernels::elementwise_math;
     T* row = scores + r * cols;
     const Index visible = first + r % n + 1;
     T top = row[0];

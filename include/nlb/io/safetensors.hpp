@@ -39,7 +39,7 @@
 #include "nlb/core/matrix.hpp"
 #include "nlb/io/detail/byte_order.hpp"
 #include "nlb/io/detail/file_bytes.hpp"
-#include "nlb/io/detail/messages.hpp"
+#include "nlb/io/messages.hpp"
 #include "nlb/io/dtype.hpp"
 
 namespace nlb::io {
@@ -100,7 +100,7 @@ class SafetensorsFile {
   const TensorInfo& info(std::string_view name) const {
     const TensorInfo* t = find(name);
     if (t == nullptr) {
-      errors_.fail({}, "missing tensor " + detail::quote_text(name), "a tensor of that name",
+      errors_.fail({}, "missing tensor " + quote_text(name), "a tensor of that name",
                    "none among " + std::to_string(tensors_.size()) + " tensors");
     }
     return *t;
@@ -279,7 +279,7 @@ class SafetensorsFile {
 
   void check_shape(const TensorInfo& t, std::span<const std::int64_t> expected) const {
     if (!std::equal(t.shape.begin(), t.shape.end(), expected.begin(), expected.end())) {
-      errors_.fail(t.name, "shape", detail::format_shape(expected), detail::format_shape(t.shape));
+      errors_.fail(t.name, "shape", format_shape(expected), format_shape(t.shape));
     }
   }
 
@@ -323,7 +323,7 @@ class SafetensorsFile {
     }
     if (!duplicate.empty()) {
       errors_.fail({}, "header has a duplicate key", "each key once in its object",
-                   detail::quote_text(duplicate) + " twice");
+                   quote_text(duplicate) + " twice");
     }
     return header;
   }
@@ -373,12 +373,12 @@ class SafetensorsFile {
   void read_metadata(const nlohmann::json& value) {
     if (!value.is_object()) {
       errors_.fail({}, "__metadata__ is not an object", "an object of strings",
-                   detail::describe_json(value));
+                   describe_json(value));
     }
     for (const auto& [key, item] : value.items()) {
       if (!item.is_string()) {
-        errors_.fail({}, "__metadata__ value " + detail::quote_text(key) + " is not a string",
-                     "a string", detail::describe_json(item));
+        errors_.fail({}, "__metadata__ value " + quote_text(key) + " is not a string",
+                     "a string", describe_json(item));
       }
       metadata_.emplace(key, item.get<std::string>());
     }
@@ -397,10 +397,10 @@ class SafetensorsFile {
     }
     if (value.is_number_integer()) {
       errors_.fail(tensor, what + " is negative", "a non-negative integer",
-                   detail::describe_json(value));
+                   describe_json(value));
     }
     errors_.fail(tensor, what + " is not an integer", "a non-negative integer",
-                 detail::describe_json(value));
+                 describe_json(value));
   }
 
   TensorInfo read_entry(const std::string& name, const nlohmann::json& entry,
@@ -411,12 +411,12 @@ class SafetensorsFile {
     }
     if (!entry.is_object()) {
       errors_.fail(name, "entry is not an object", std::string("an object with keys ") + keys_text,
-                   detail::describe_json(entry));
+                   describe_json(entry));
     }
     for (const auto& [key, unused] : entry.items()) {
       if (key != "dtype" && key != "shape" && key != "data_offsets") {
-        errors_.fail(name, "unexpected key " + detail::quote_text(key),
-                     std::string("only the keys ") + keys_text, detail::quote_text(key));
+        errors_.fail(name, "unexpected key " + quote_text(key),
+                     std::string("only the keys ") + keys_text, quote_text(key));
       }
     }
     for (const char* key : {"dtype", "shape", "data_offsets"}) {
@@ -432,19 +432,19 @@ class SafetensorsFile {
     const auto& dtype = entry["dtype"];
     if (!dtype.is_string()) {
       errors_.fail(name, "dtype is not a string", "a dtype name such as \"F32\"",
-                   detail::describe_json(dtype));
+                   describe_json(dtype));
     }
     const auto parsed_dtype = dtype_from_name(dtype.get_ref<const std::string&>());
     if (!parsed_dtype) {
       errors_.fail(name, "unknown dtype", "one of F64, F32, F16, BF16, I64, I32, U8, BOOL",
-                   detail::quote_text(dtype.get_ref<const std::string&>()));
+                   quote_text(dtype.get_ref<const std::string&>()));
     }
     t.dtype = *parsed_dtype;
 
     const auto& shape = entry["shape"];
     if (!shape.is_array()) {
       errors_.fail(name, "shape is not an array", "an array of non-negative integers",
-                   detail::describe_json(shape));
+                   describe_json(shape));
     }
     constexpr auto int64_max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
     std::uint64_t numel = 1;
@@ -455,19 +455,19 @@ class SafetensorsFile {
       t.shape.push_back(static_cast<std::int64_t>(dim));
       // A zero dimension makes the product 0 whatever follows, but a later overflow in the
       // raw product is still reported: no shape whose literal product overflows is accepted.
-      if (!numel_overflows && !detail::multiply_within(numel, dim, int64_max, numel)) {
+      if (!numel_overflows && !multiply_within(numel, dim, int64_max, numel)) {
         numel_overflows = true;
       }
     }
     if (numel_overflows) {
       errors_.fail(name, "element count overflows", "a shape whose product fits in int64",
-                   detail::format_shape(t.shape));
+                   format_shape(t.shape));
     }
 
     const auto& offsets = entry["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2) {
       errors_.fail(name, "data_offsets is not [begin, end]", "an array of 2 non-negative integers",
-                   detail::describe_json(offsets));
+                   describe_json(offsets));
     }
     t.begin =
         read_count(name, "data_offsets[0]", offsets[0], std::numeric_limits<std::uint64_t>::max());
@@ -478,7 +478,7 @@ class SafetensorsFile {
                    "[" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "]");
     }
     std::uint64_t nbytes = 0;
-    if (!detail::multiply_within(numel, dtype_size(t.dtype),
+    if (!multiply_within(numel, dtype_size(t.dtype),
                                  std::numeric_limits<std::uint64_t>::max(), nbytes)) {
       errors_.fail(name, "byte count overflows",
                    "numel x " + std::to_string(dtype_size(t.dtype)) + " bytes to fit in 64 bits",
@@ -487,7 +487,7 @@ class SafetensorsFile {
     if (t.end - t.begin != nbytes) {
       errors_.fail(name, "byte count does not match shape and dtype",
                    std::to_string(nbytes) + " bytes (" + std::string(to_string(t.dtype)) + " " +
-                       detail::format_shape(t.shape) + ")",
+                       format_shape(t.shape) + ")",
                    std::to_string(t.end - t.begin) + " bytes (data_offsets [" +
                        std::to_string(t.begin) + ", " + std::to_string(t.end) + "])");
     }
@@ -524,8 +524,8 @@ class SafetensorsFile {
           return text;
         };
         errors_.fail({},
-                     "tensors " + detail::quote_text(furthest->name) + " and " +
-                         detail::quote_text(t->name) + " overlap",
+                     "tensors " + quote_text(furthest->name) + " and " +
+                         quote_text(t->name) + " overlap",
                      "disjoint byte ranges", range(furthest) + " and " + range(t));
       }
       if (furthest == nullptr || t->end > furthest->end)
@@ -646,7 +646,7 @@ class SafetensorsFile {
 
   std::filesystem::path path_;
   std::shared_ptr<const detail::FileBytes> bytes_;  // the file, mapped or owned
-  detail::FileErrors errors_;
+  FileErrors errors_;
   std::uint64_t data_begin_ = 0;  // 8 + header length
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;

@@ -21,8 +21,8 @@
 
 #include "nlb/core/errors.hpp"
 #include "nlb/io/detail/byte_order.hpp"
-#include "nlb/io/detail/file_io.hpp"
-#include "nlb/io/detail/messages.hpp"
+#include "nlb/io/file_io.hpp"
+#include "nlb/io/messages.hpp"
 #include "nlb/io/dtype.hpp"
 
 namespace nlb::io {
@@ -123,7 +123,7 @@ class SafetensorsWriter {
   /// ever half-written. Throws nlb::Error naming the path on any I/O failure (the temporary
   /// file is removed). O(total bytes).
   void write(const std::filesystem::path& path) const {
-    detail::write_file_atomically(path, to_bytes());
+    write_file_atomically(path, to_bytes());
   }
 
  private:
@@ -138,7 +138,7 @@ class SafetensorsWriter {
       (void)nlohmann::json(text).dump();  // dump() validates UTF-8
     } catch (const nlohmann::json::exception&) {
       throw ArgumentError(
-          nlb::detail::expected_found(what, "valid UTF-8", detail::quote_text(text)));
+          nlb::detail::expected_found(what, "valid UTF-8", quote_text(text)));
     }
   }
 
@@ -147,25 +147,25 @@ class SafetensorsWriter {
                     std::size_t count) const {
     if (name.empty() || name == "__metadata__") {
       throw ArgumentError(nlb::detail::expected_found(
-          "tensor name", "a non-empty name other than \"__metadata__\"", detail::quote_text(name)));
+          "tensor name", "a non-empty name other than \"__metadata__\"", quote_text(name)));
     }
     if (entries_.count(name) != 0) {
       throw ArgumentError(nlb::detail::expected_found("tensor name", "a name not added before",
-                                                      detail::quote_text(name)));
+                                                      quote_text(name)));
     }
     check_utf8("tensor name", name);
     std::uint64_t numel = 1;
     for (std::int64_t d : shape) {
-      if (d < 0 || !detail::multiply_within(numel, static_cast<std::uint64_t>(d),
+      if (d < 0 || !multiply_within(numel, static_cast<std::uint64_t>(d),
                                             std::numeric_limits<std::int64_t>::max(), numel)) {
         throw ShapeError(nlb::detail::expected_found(
             "tensor \"" + name + "\" shape", "non-negative dimensions with an int64 product",
-            detail::format_shape(shape)));
+            format_shape(shape)));
       }
     }
     if (numel != count) {
       throw ShapeError(nlb::detail::expected_found(
-          "tensor \"" + name + "\": number of values for shape " + detail::format_shape(shape),
+          "tensor \"" + name + "\": number of values for shape " + format_shape(shape),
           numel, count));
     }
     return Entry{dtype, std::move(shape), std::vector<std::uint8_t>(count * dtype_size(dtype))};

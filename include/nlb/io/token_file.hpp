@@ -16,7 +16,7 @@
 
 #include "nlb/core/errors.hpp"
 #include "nlb/io/detail/byte_order.hpp"
-#include "nlb/io/detail/file_io.hpp"
+#include "nlb/io/file_io.hpp"
 
 namespace nlb::io {
 
@@ -46,7 +46,7 @@ inline TokenDType parse_token_dtype(std::string_view name) {
 /// The bytes of the file at `path` as tokens 0..255 (an empty file gives no tokens).
 /// FormatError naming the file if it cannot be read. O(file size).
 inline std::vector<std::int32_t> read_text_tokens(const std::filesystem::path& path) {
-  const std::vector<std::uint8_t> bytes = detail::read_file_bytes(path);
+  const std::vector<std::uint8_t> bytes = read_file_bytes(path);
   return std::vector<std::int32_t>(bytes.begin(), bytes.end());
 }
 
@@ -62,7 +62,7 @@ inline std::vector<std::int32_t> read_token_file(const std::filesystem::path& pa
     throw ArgumentError(
         nlb::detail::expected_found("read_token_file: vocab_size", "-1 or >= 1", vocab_size));
   }
-  const std::vector<std::uint8_t> bytes = detail::read_file_bytes(path);
+  const std::vector<std::uint8_t> bytes = read_file_bytes(path);
   const std::size_t width = token_dtype_size(dtype);
   const std::string file = path.string();
   if (bytes.size() % width != 0) {
@@ -117,7 +117,7 @@ inline void write_token_file(const std::filesystem::path& path,
       detail::store_le<std::uint32_t>(&bytes[4 * i], static_cast<std::uint32_t>(id));
     }
   }
-  detail::write_file_atomically(path, bytes);
+  write_file_atomically(path, bytes);
 }
 
 }  // namespace nlb::io

@@ -16,15 +16,15 @@
 // Error bounds and cost of each: docs/kernels.md.
 #pragma once
 
-// First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
-#include "nlb/core/detail/xsimd_include.hpp"
+// First, so xsimd is included under the GCC 12 diagnostic guard (nlb/core/xsimd.hpp).
+#include "nlb/core/xsimd.hpp"
 
 #include <type_traits>
 
 #include "nlb/core/host_device.hpp"
 #include "nlb/core/math_policy.hpp"
-#include "nlb/kernels/detail/elementwise_math.hpp"
 #include "nlb/kernels/detail/fast_logistic.hpp"
+#include "nlb/kernels/elementwise_math.hpp"
 
 NLB_XSIMD_GUARD_BEGIN
 
@@ -46,62 +46,66 @@ struct gelu_constants {
 
 }  // namespace detail
 
+// One body, two call operators: for a float or double (host and CUDA device), and for an xsimd
+// batch (host only: a batch is a vector type, which nvcc refuses in device code even in an
+// instantiation only the host calls).
+#define NLB_ELEMENTWISE_CALL(...)                                    \
+  NLB_EXEC_CHECK_DISABLE                                             \
+  template <class V>                                                 \
+  requires std::is_arithmetic_v<V> NLB_HOST_DEVICE V operator()(V x) \
+      const __VA_ARGS__ template <class V>                           \
+  requires(!std::is_arithmetic_v<V>) V operator()(V x) const __VA_ARGS__
+
 /// GPT-2's "gelu_new" of one value or batch. Math: math::exact (tanh) or math::fast (the
 /// logistic form 0.5 (1 + tanh u) = 1 / (1 + e^(-2u)) with detail::fast_exp2).
 template <class Math = math::exact>
 struct GeluTanhOp {
   static_assert(math::is_policy<Math>, "GeluTanhOp: Math must be math::exact or math::fast");
-  NLB_EXEC_CHECK_DISABLE
-  template <class V>
-  NLB_HOST_DEVICE V operator()(V x) const {
-    using c = detail::gelu_constants<detail::elementwise_math::scalar_of_t<V>>;
-    namespace em = detail::elementwise_math;
+  NLB_ELEMENTWISE_CALL({
+    using c = detail::gelu_constants<elementwise_math::scalar_of_t<V>>;
+    namespace em = elementwise_math;
     const V u = V(c::sqrt_2_over_pi) * (x + V(c::cubic) * x * x * x);
     if constexpr (std::is_same_v<Math, math::fast>) {
       return x / (V(c::one) + detail::fast_exp2(u * V(c::minus_two_log2e)));
     } else {
       return V(c::half) * x * (V(c::one) + em::tanh(u));
     }
-  }
+  })
 };
 
 /// GPT-NeoX's exact GELU of one value or batch (math::fast is the same as math::exact).
 template <class Math = math::exact>
 struct GeluErfOp {
   static_assert(math::is_policy<Math>, "GeluErfOp: Math must be math::exact or math::fast");
-  NLB_EXEC_CHECK_DISABLE
-  template <class V>
-  NLB_HOST_DEVICE V operator()(V x) const {
-    using c = detail::gelu_constants<detail::elementwise_math::scalar_of_t<V>>;
-    namespace em = detail::elementwise_math;
+  NLB_ELEMENTWISE_CALL({
+    using c = detail::gelu_constants<elementwise_math::scalar_of_t<V>>;
+    namespace em = elementwise_math;
     return V(c::half) * x * (V(c::one) + em::erf(x * V(c::inv_sqrt2)));
-  }
+  })
 };
 
 /// softplus(x) = log(1 + e^x), evaluated as max(x, 0) + log1p(e^(-|x|)): the exponent is <= 0,
 /// so nothing overflows, and no precision is lost for very negative x.
 struct SoftplusOp {
-  NLB_EXEC_CHECK_DISABLE
-  template <class V>
-  NLB_HOST_DEVICE V operator()(V x) const {
-    namespace em = detail::elementwise_math;
+  NLB_ELEMENTWISE_CALL({
+    namespace em = elementwise_math;
     using T = em::scalar_of_t<V>;
     return em::max(x, V(T(0))) + em::log1p(em::exp(-em::abs(x)));
-  }
+  })
 };
 
 /// φ(x) = elu(x) + 1: x + 1 for x > 0, e^x otherwise (always > 0). Both branches are
 /// evaluated, the exponent clamped to <= 0 so that neither overflows.
 struct EluFeatureOp {
-  NLB_EXEC_CHECK_DISABLE
-  template <class V>
-  NLB_HOST_DEVICE V operator()(V x) const {
-    namespace em = detail::elementwise_math;
+  NLB_ELEMENTWISE_CALL({
+    namespace em = elementwise_math;
     using T = em::scalar_of_t<V>;
     const V zero(T(0));
     return em::select(x > zero, x + V(T(1)), em::exp(em::min(x, zero)));
-  }
+  })
 };
+
+#undef NLB_ELEMENTWISE_CALL
 
 }  // namespace nlb::kernels
 

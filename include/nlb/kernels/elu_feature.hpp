@@ -10,8 +10,8 @@
 // O(n).
 #pragma once
 
-// First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
-#include "nlb/core/detail/xsimd_include.hpp"
+// First, so xsimd is included under the GCC 12 diagnostic guard (nlb/core/xsimd.hpp).
+#include "nlb/core/xsimd.hpp"
 
 #include "nlb/core.hpp"
 #include "nlb/kernels/detail/row_checks.hpp"

@@ -11,8 +11,8 @@
 // gelu.hpp); the SIMD form keeps one partial sum per lane and reduces them after each pass.
 #pragma once
 
-// First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
-#include "nlb/core/detail/xsimd_include.hpp"
+// First, so xsimd is included under the GCC 12 diagnostic guard (nlb/core/xsimd.hpp).
+#include "nlb/core/xsimd.hpp"
 
 #include <Eigen/Core>
 #include <algorithm>

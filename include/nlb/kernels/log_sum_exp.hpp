@@ -9,8 +9,8 @@
 // Over GPT-2's 50 257-token vocabulary the double exp of every logit was half of an
 // evaluation's time (docs/benchmarks.md, "Loss over a large vocabulary").
 #pragma once
-// First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
-#include "nlb/core/detail/xsimd_include.hpp"
+// First, so xsimd is included under the GCC 12 diagnostic guard (nlb/core/xsimd.hpp).
+#include "nlb/core/xsimd.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -17,8 +17,8 @@
 // summation bound. Cost: 2·m·n·k FLOPs; no allocation.
 #pragma once
 
-// First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
-#include "nlb/core/detail/xsimd_include.hpp"
+// First, so xsimd is included under the GCC 12 diagnostic guard (nlb/core/xsimd.hpp).
+#include "nlb/core/xsimd.hpp"
 
 #include <algorithm>
 #include <array>
@@ -30,8 +30,6 @@ NLB_XSIMD_GUARD_BEGIN
 
 namespace nlb::kernels {
 
-namespace detail {
-
 // The register tile: Rows × Batches accumulators plus Batches loads of B and one broadcast of A
 // must fit the register file. AVX-512 (32 registers): 8 rows × 3 batches (24 + 3 + 1); 16
 // registers otherwise: 6 rows × 2 batches (12 + 2 + 1). Of the AVX-512 shapes tried (8 × 2,
@@ -40,8 +38,12 @@ template <class Arch>
 inline constexpr bool small_gemm_wide_registers = xsimd::batch<float, Arch>::size == 16;
 template <class Arch>
 inline constexpr int small_gemm_tile_rows = small_gemm_wide_registers<Arch> ? 8 : 6;
+/// Batches of one register tile's columns (its width is this times the batch size for T): a
+/// caller splitting a product's columns over threads splits them in whole tiles.
 template <class Arch>
 inline constexpr int small_gemm_tile_batches = small_gemm_wide_registers<Arch> ? 3 : 2;
+
+namespace detail {
 
 // C tile [Rows, Batches·W] (+)= A [Rows, kc] · B [kc, Batches·W].
 template <class Arch, int Rows, int Batches, class T>
@@ -128,7 +130,7 @@ struct SmallGemmBlocking {
 template <class Arch, class T>
 void small_gemm(Index m, Index n, Index k, const T* a, Index lda, const T* b, Index ldb, T* c,
                 Index ldc, bool accumulate, SmallGemmBlocking blocking = {}) {
-  constexpr int tile_rows = detail::small_gemm_tile_rows<Arch>;
+  constexpr int tile_rows = small_gemm_tile_rows<Arch>;
   if (m <= 0 || n <= 0)
     return;
   if (k <= 0) {

@@ -11,8 +11,8 @@
 // Scalar reference and xsimd form chosen by the backend tag (see gelu.hpp).
 #pragma once
 
-// First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
-#include "nlb/core/detail/xsimd_include.hpp"
+// First, so xsimd is included under the GCC 12 diagnostic guard (nlb/core/xsimd.hpp).
+#include "nlb/core/xsimd.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -158,7 +158,7 @@ bool try_small_gemm(const Context<Backend>& ctx, Dst& dst, const Lhs& lhs, const
       kernels::small_gemm<Arch>(c.rows, end - begin, a.cols, a.data, a.ld, b.data + begin, b.ld,
                                 c.data + begin, c.ld, accumulate);
     };
-    constexpr Index tile_columns = kernels::detail::small_gemm_tile_batches<Arch> *
+    constexpr Index tile_columns = kernels::small_gemm_tile_batches<Arch> *
                                    static_cast<Index>(xsimd::batch<T, Arch>::size);
     if (!split_output_ranges(ctx.threads(), c.cols, c.rows * c.cols * a.cols, tile_columns,
                              columns))
@@ -202,22 +202,24 @@ std::atomic<int>& provider_threads_applied() {
   return threads;
 }
 
-/// Gives Provider's library the context's thread count if it has another one (one relaxed load
-/// per product when it has not changed).
+}  // namespace detail
+
+/// Gives the backend's GEMM provider the context's thread count if its pool (one per process)
+/// has another one: ops::gemm calls it before every product (one relaxed load when unchanged);
+/// a program may call it to size the pool ahead, e.g. back to one thread after a run on two.
 template <class Backend>
+requires backend::is_host<Backend>
 void apply_threads(const Context<Backend>& ctx) {
   using Provider = typename Backend::gemm;
-  auto& applied = provider_threads_applied<Provider>();
+  auto& applied = detail::provider_threads_applied<Provider>();
   if (applied.load(std::memory_order_relaxed) == ctx.threads())
     return;
   if constexpr (std::is_same_v<Provider, gemm_provider::eigen>)
     Eigen::setNbThreads(ctx.threads());
   else
-    provider_set_threads(Provider{}, ctx.threads());
+    detail::provider_set_threads(Provider{}, ctx.threads());
   applied.store(ctx.threads(), std::memory_order_relaxed);
 }
-
-}  // namespace detail
 
 /// dst = lhs · rhs, or dst += lhs · rhs with `accumulate`, by the context's backend's GEMM
 /// provider on ctx.threads() threads. Shapes: lhs [m, k], rhs [k, n], dst [m, n] (sized by the
@@ -233,7 +235,7 @@ void gemm(const Context<Backend>& ctx, const Eigen::MatrixBase<Lhs>& lhs,
   static_assert(gemm_provider::is_available<Provider>,
                 "ops::gemm: this GEMM provider's library is not part of the build (link "
                 "nlbudget::openblas or nlbudget::blis)");
-  detail::apply_threads(ctx);
+  apply_threads(ctx);
   if constexpr (!std::is_same_v<Provider, gemm_provider::eigen>) {
     if (detail::try_small_gemm(ctx, dst, lhs.derived(), rhs.derived(), accumulate))
       return;

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "nlb/core/half_matrix.hpp"
 #include "nlb/kernels/half_weights.hpp"
@@ -124,6 +125,15 @@ void gemm(const Context<Backend>& ctx, const Eigen::MatrixBase<Lhs>& lhs,
           const HalfTransposed<H>& rhs, Dst&& dst, GemmScratch<float>& scratch,
           bool accumulate = false) {
   detail::half_product<true>(ctx, dst, lhs.derived(), rhs.matrix, scratch, accumulate);
+}
+
+/// dst (+)= lhs · rhsᵀ for 16-bit weights rhs [n, k] (ops::gemm_nt with a HalfMatrix: the tied
+/// unembedding of a model with 16-bit weights). Shapes and cost as gemm.
+template <class Backend, class Lhs, class H, class Dst>
+requires backend::is_host<Backend>
+void gemm_nt(const Context<Backend>& ctx, const Lhs& lhs, const HalfMatrix<H>& rhs, Dst&& dst,
+             GemmScratch<float>& scratch, bool accumulate = false) {
+  gemm(ctx, lhs, rhs.transpose(), std::forward<Dst>(dst), scratch, accumulate);
 }
 
 /// dst = lhs · rhs + bias (the row vector `bias` in every row) for 16-bit weights rhs [k, n]:

@@ -41,7 +41,7 @@ inline std::vector<MergeText> parse_merges_txt(const TextFileErrors& errors,
     if (space == 0 || space == std::string_view::npos || space + 1 == content.size() ||
         content.find(' ', space + 1) != std::string_view::npos) {
       errors.fail("line " + std::to_string(line), "merge", "two tokens separated by one space",
-                  content.empty() ? std::string("an empty line") : quote_text(content));
+                  content.empty() ? std::string("an empty line") : io::quote_text(content));
     }
     merges.push_back({std::string(content.substr(0, space)), std::string(content.substr(space + 1)),
                       "line " + std::to_string(line)});
@@ -98,7 +98,7 @@ inline Tokenizer load_gpt2_tokenizer(const std::filesystem::path& dir,
           "", "merges",
           "a merge making each token of vocab.json longer than one byte "
           "(merges.txt truncated?)",
-          "none for token " + detail::quote_text(text) + " (id " + std::to_string(id) + ")");
+          "none for token " + io::quote_text(text) + " (id " + std::to_string(id) + ")");
     }
     specials.push_back({vocab.bytes[id], static_cast<std::int32_t>(id), true, false});
     if (text == "<|endoftext|>")

@@ -52,7 +52,7 @@ class JsonObject {
         std::string names;
         for (const std::string_view k : keys)
           names += (names.empty() ? "" : ", ") + std::string(k);
-        errors_.fail(entry_, "key " + quote_text(key), "one of " + names + " (what nlbudget reads)",
+        errors_.fail(entry_, "key " + io::quote_text(key), "one of " + names + " (what nlbudget reads)",
                      "an unknown key");
       }
     }
@@ -110,7 +110,7 @@ class JsonObject {
     }
     std::string expected = "null";
     for (const std::string_view a : allowed)
-      expected += " or " + quote_text(a);
+      expected += " or " + io::quote_text(a);
     fail(key, expected + " (the only values nlbudget implements)", *member);
   }
 
@@ -126,7 +126,7 @@ inline std::string component_type(const TextFileErrors& errors, const std::strin
                                   std::initializer_list<std::string_view> types) {
   std::string expected;
   for (const std::string_view t : types)
-    expected += (expected.empty() ? "" : " or ") + quote_text(t);
+    expected += (expected.empty() ? "" : " or ") + io::quote_text(t);
   expected += " (the types nlbudget implements)";
   if (!value.is_object())
     errors.fail(entry, "type", expected, describe_json(value));
@@ -168,7 +168,7 @@ inline std::vector<MergeText> read_json_merges(const TextFileErrors& errors,
       const std::size_t space = text.find(' ');
       if (space == 0 || space == std::string::npos || space + 1 == text.size() ||
           text.find(' ', space + 1) != std::string::npos)
-        errors.fail(entry, "merge", "two tokens separated by one space", quote_text(text));
+        errors.fail(entry, "merge", "two tokens separated by one space", io::quote_text(text));
       out.push_back({text.substr(0, space), text.substr(space + 1), entry});
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
       out.push_back({m[0].get<std::string>(), m[1].get<std::string>(), entry});
@@ -271,8 +271,8 @@ inline Tokenizer load_tokenizer_json(const std::filesystem::path& path,
           errors.fail(entry, "id " + std::to_string(id),
                       "an id of " + std::to_string(model_size) +
                           " or more, or the id of the model token equal to its content",
-                      "model token " + detail::quote_text(text) + " for content " +
-                          detail::quote_text(content));
+                      "model token " + io::quote_text(text) + " for content " +
+                          io::quote_text(content));
         }
       } else {
         new_ids.emplace_back(id, i);

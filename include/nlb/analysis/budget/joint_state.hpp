@@ -59,7 +59,7 @@ ModelVariant<T, Backend> joint_variant(
   for (std::size_t l = 0; l < gates.size(); ++l) {
     if (state.fractions[l] <= 0.0)
       continue;
-    if (!model.layers()[l].mlp().is_full()) {
+    if (!model.layers()[l].has_full_mlp()) {
       throw ArgumentError(
           detail::expected_found("joint_variant: the MLP slot of layer " + std::to_string(l),
                                  "a full MLP", "a surrogate or gated MLP"));

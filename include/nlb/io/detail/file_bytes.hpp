@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "nlb/core/errors.hpp"
-#include "nlb/io/detail/file_io.hpp"
+#include "nlb/io/file_io.hpp"
 
 #if __has_include(<sys/mman.h>) && __has_include(<unistd.h>) && __has_include(<fcntl.h>)
 #include <fcntl.h>

@@ -9,13 +9,13 @@
 // (float) / 1e-307 (double), which the exact tanh form rounds to 0 anyway.
 #pragma once
 
-// First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
-#include "nlb/core/detail/xsimd_include.hpp"
+// First, so xsimd is included under the GCC 12 diagnostic guard (nlb/core/xsimd.hpp).
+#include "nlb/core/xsimd.hpp"
 
 #include <limits>
 
 #include "nlb/core/host_device.hpp"
-#include "nlb/kernels/detail/elementwise_math.hpp"
+#include "nlb/kernels/elementwise_math.hpp"
 
 NLB_XSIMD_GUARD_BEGIN
 

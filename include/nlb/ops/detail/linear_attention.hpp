@@ -7,10 +7,13 @@
 
 #include "nlb/core/matrix.hpp"
 
+namespace nlb::ops {
+/// Rows per chunk of linear attention's chunked prefix sums (ops::linear_attention, both backends).
+inline constexpr Index linear_attention_chunk = 64;
+}  // namespace nlb::ops
+
 namespace nlb::ops::detail {
 
-/// Rows per chunk of the chunked prefix sums.
-inline constexpr Index linear_chunk = 64;
 
 /// Linear attention on features fq, fk [T, d_k] (φ already applied, entries > 0) and values
 /// v [T, d_v] into out [T, d_v], by prefix sums over chunks of C = 64 rows: with the running
@@ -25,8 +28,8 @@ void linear_attention_features(const Q& fq, const K& fk, const V& v, O&& out, Ro
   const Index rows = fq.rows(), dk = fq.cols(), dv = v.cols();
   state.setZero(dk, dv);
   z.setZero(dk);
-  for (Index c0 = 0; c0 < rows; c0 += linear_chunk) {
-    const Index n = std::min(linear_chunk, rows - c0);
+  for (Index c0 = 0; c0 < rows; c0 += linear_attention_chunk) {
+    const Index n = std::min(linear_attention_chunk, rows - c0);
     const auto q = fq.middleRows(c0, n);
     const auto k = fk.middleRows(c0, n);
     const auto vc = v.middleRows(c0, n);

@@ -12,13 +12,13 @@
 #include <vector>
 
 #include "nlb/core/errors.hpp"
-#include "nlb/io/detail/file_io.hpp"
-#include "nlb/io/detail/messages.hpp"
+#include "nlb/io/file_io.hpp"
+#include "nlb/io/messages.hpp"
 
 namespace nlb::text::detail {
 
-using io::detail::describe_json;
-using io::detail::quote_text;
+using io::describe_json;
+using io::quote_text;
 
 class TextFileErrors {
  public:
@@ -40,7 +40,7 @@ class TextFileErrors {
 
 /// The file at `path` as text (FormatError naming it when it cannot be read). O(size).
 inline std::string read_text_file(const std::string& path) {
-  const std::vector<std::uint8_t> bytes = io::detail::read_file_bytes(path);
+  const std::vector<std::uint8_t> bytes = io::read_file_bytes(path);
   return std::string(bytes.begin(), bytes.end());
 }
 

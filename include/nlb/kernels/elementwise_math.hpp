@@ -1,5 +1,5 @@
 // The math functions of the elementwise functors, for one value and for an xsimd batch.
-// Internal to nlb/kernels.
+// Public: the CUDA backend's kernels call them too (nlb/cuda/), so host and device share them.
 //
 // The functors of nlb/kernels/elementwise.hpp are templates over the value type V: a float or
 // double (scalar loops, CUDA kernels) or an xsimd batch (SIMD kernels). Each function here has
@@ -8,8 +8,8 @@
 // library provides, so host and device run the same formulas. The batch forms are xsimd's.
 #pragma once
 
-// First, so xsimd is included under the GCC 12 diagnostic guard (detail/xsimd_include.hpp).
-#include "nlb/core/detail/xsimd_include.hpp"
+// First, so xsimd is included under the GCC 12 diagnostic guard (nlb/core/xsimd.hpp).
+#include "nlb/core/xsimd.hpp"
 
 #include <math.h>  // the C functions by their typed names (tanhf, ...), also on the CUDA device
 #include <type_traits>
@@ -18,7 +18,7 @@
 
 NLB_XSIMD_GUARD_BEGIN
 
-namespace nlb::kernels::detail::elementwise_math {
+namespace nlb::kernels::elementwise_math {
 
 template <class T>
 inline constexpr bool is_real = std::is_same_v<T, float> || std::is_same_v<T, double>;
@@ -137,6 +137,6 @@ xsimd::batch<T, A> select(const xsimd::batch_bool<T, A>& condition, const xsimd:
   return xsimd::select(condition, a, b);
 }
 
-}  // namespace nlb::kernels::detail::elementwise_math
+}  // namespace nlb::kernels::elementwise_math
 
 NLB_XSIMD_GUARD_END

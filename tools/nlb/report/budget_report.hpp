@@ -1,12 +1,14 @@
 // The files of an `nlb budget` report (report.md, report.json, layers.csv, SVG plots, gate
 // files), made from a BudgetReport; docs/budget.md explains every number, and
-// docs/budget-report.schema.json is the JSON's schema.
+// docs/budget-report.schema.json is the JSON's schema. One file per kind: budget_json.cpp,
+// budget_markdown.cpp (+ budget_markdown_joint.cpp), budget_tables.cpp (CSV and gate files),
+// budget_plots.cpp (SVG), budget_report.cpp (the directory's files staged together).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "nlb/analysis/budget.hpp"
+#include "nlb/analysis/budget/pipeline.hpp"
 #include "report_files.hpp"
 
 namespace nlb::cli {
@@ -37,5 +39,16 @@ std::string budget_gates_file_name(double budget_pct);
 /// Stages every report file into `files`.
 void stage_budget_report(ReportFiles& files, const BudgetReport<float>& report,
                          const BudgetSources& sources);
+
+namespace report {
+
+/// The parts of report.md and the SVG plots, one concern each (budget_markdown*.cpp,
+/// budget_plots.cpp).
+std::string budget_md_joint(const BudgetReport<float>& r);
+std::string budget_md_reading(const BudgetReport<float>& r);
+std::string budget_md_across(const BudgetReport<float>& r);
+void stage_budget_plots(ReportFiles& files, const BudgetReport<float>& r);
+
+}  // namespace report
 
 }  // namespace nlb::cli

@@ -13,7 +13,7 @@
 
 #include "nlb/core/errors.hpp"
 
-namespace nlb::io::detail {
+namespace nlb::io {
 
 /// `text` in double quotes, cut to `max_chars` characters with "..." appended when longer.
 inline std::string quote_text(std::string_view text, std::size_t max_chars = 80) {
@@ -86,4 +86,4 @@ class FileErrors {
   std::string file_;
 };
 
-}  // namespace nlb::io::detail
+}  // namespace nlb::io

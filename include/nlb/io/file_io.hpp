@@ -15,7 +15,7 @@
 
 #include "nlb/core/errors.hpp"
 
-namespace nlb::io::detail {
+namespace nlb::io {
 
 /// Every byte of the regular file at `path`. Throws FormatError naming the file when it is
 /// missing, not a regular file, or cannot be read completely. O(file size).
@@ -98,4 +98,4 @@ inline void write_file_atomically(const std::filesystem::path& path,
     fail("cannot rename " + tmp.string() + " over it: " + ec.message());
 }
 
-}  // namespace nlb::io::detail
+}  // namespace nlb::io
