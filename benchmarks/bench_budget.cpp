@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "nlb/analysis/budget/pipeline.hpp"
+#include "nlb/analysis/variant_runner.hpp"
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
 
@@ -30,11 +31,12 @@ const fs::path repo = fs::path(__FILE__).parent_path().parent_path();
 constexpr nlb::Index windows = 8, context = 128;
 
 struct Setup {
+  nlb::Context<nlb::backend::cpu> ctx;  // one thread, as the other side-by-side benchmarks
   Model model = nlb::load_model<float>(repo / "models/tiny-gpt2");
   std::vector<std::int32_t> eval = nlb::io::read_text_tokens(repo / "data/kjv-eval.txt");
   nlb::BudgetProtocol protocol;
-  nlb::SurrogateFit<float, nlb::backend::cpu> fit;
-  nlb::LabelStage<float, nlb::backend::cpu> label;
+  nlb::SurrogateFit<float> fit;
+  nlb::LabelStage<float> label;
   std::vector<nlb::JointState> states;  // budgets 1%, 3%, then uniform 0.25, 0.5, 1.0
   Setup() {
     protocol.label_tokens = 5000;
@@ -42,15 +44,16 @@ struct Setup {
     protocol.calibration_step = 0.1;
     const auto fit_tokens = nlb::io::read_text_tokens(repo / "data/kjv-fit.txt");
     const auto label_tokens = nlb::io::read_text_tokens(repo / "data/kjv-label.txt");
-    fit = nlb::fit_surrogates(model, fit_tokens, protocol);
+    nlb::ModelRunner<float> runner(ctx, model);
+    fit = nlb::fit_surrogates(runner, fit_tokens, protocol);
     std::vector<std::pair<std::string, double>> times;
-    label = nlb::run_label_stage(model, fit, label_tokens, protocol, {}, times);
+    label = nlb::run_label_stage(runner, fit, label_tokens, protocol, {}, times);
     states = label.joint;
     // The label x of every layer, for the uniform thresholds.
     nlb::LabelTapCollector<float> taps(model.layer_count(), model.config().d_model, context,
                                        protocol.label_tokens);
-    std::vector<nlb::MlpVariant<float>> none;
-    nlb::measure_variants(model, label_tokens, protocol.label_windows(), context, none, true, taps);
+    std::vector<nlb::ModelVariant<float>> none;
+    nlb::measure_variants(ctx, model, label_tokens, protocol.label_windows(), context, none, true, taps);
     const auto gates = label.plain_gates();
     for (double f : {0.25, 0.5, 1.0}) {
       nlb::JointState s;
@@ -88,7 +91,7 @@ void BM_Forward(benchmark::State& state) {
   nlb::RouteCounts counts;
   for (auto _ : state) {
     for (nlb::Index w = 0; w < windows; ++w) {
-      model.forward(std::span<const std::int32_t>(s.eval).subspan(
+      model.forward(s.ctx, std::span<const std::int32_t>(s.eval).subspan(
                         static_cast<std::size_t>(w * context), static_cast<std::size_t>(context)),
                     logits, ws, nlb::NoTaps{}, nullptr, &counts);
     }

@@ -17,7 +17,7 @@ Context<Backend> provider_only(Context<Backend> ctx) {
 }
 
 /// Gives the provider's pool (Eigen's thread count for gemm_provider::eigen) one thread again
-/// when a benchmark that ran its context on more ends, as ops::set_gemm_threads(backend, 1) did:
+/// when a benchmark that ran its context on more ends:
 /// the pools are process-wide, and the next benchmark's untimed setup and the products a BLAS
 /// provider leaves to Eigen would otherwise run on the threads left over.
 template <class Backend>

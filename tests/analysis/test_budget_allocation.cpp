@@ -1,4 +1,4 @@
-// The budget allocation across layers (analysis/budget_allocation.hpp): the multiple-choice
+// The budget allocation across layers (analysis/budget/allocation.hpp): the multiple-choice
 // knapsack against exhaustive enumeration (a different algorithm), its rounding bound off the
 // capacity grid, and the corrected search against a synthetic joint measurement whose joint cost
 // exceeds the sum of the per-layer costs (as the real one does, PAPERS §A7).

@@ -101,15 +101,13 @@ PerplexityResult perplexity(VariantRunner<T>& runner, std::span<const std::int32
                             Index context, Index max_windows = 0,
                             const std::function<void(Index, Index)>& progress = {}) {
   if (context < 2)
-    throw ArgumentError(
-        detail::expected_found("evaluate_perplexity: context", "at least 2", context));
+    throw ArgumentError(detail::expected_found("perplexity: context", "at least 2", context));
   Index windows = static_cast<Index>(tokens.size()) / context;
   if (max_windows > 0)
     windows = std::min(windows, max_windows);
   if (windows == 0)
-    throw ArgumentError(detail::expected_found("evaluate_perplexity: tokens",
-                                               "at least one window of " + std::to_string(context),
-                                               tokens.size()));
+    throw ArgumentError(detail::expected_found(
+        "perplexity: tokens", "at least one window of " + std::to_string(context), tokens.size()));
   const VariantLosses r = runner.measure(tokens, windows, context, {}, true, progress);
   return perplexity_of(r, r.base);
 }
@@ -208,9 +206,7 @@ class ModelRunner final : public VariantRunner<T> {
       model_ = &copy_.emplace(host);
   }
 
-  std::string name() const override {
-    return std::is_same_v<Backend, backend::cpu> ? "cpu" : "cuda";
-  }
+  std::string name() const override { return backend::is_host<Backend> ? "cpu" : "cuda"; }
   const Model& model() const override { return *host_; }
   /// The model the passes run on (the host model, or its copy on Backend).
   const DeviceModel& backend_model() const { return *model_; }

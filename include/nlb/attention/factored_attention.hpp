@@ -1,6 +1,6 @@
 // Multi-head causal attention whose per-head score form is a general low-rank bilinear form
 // given by its factors: ℓ_ij = (x_i A_h + a_h)·(x_j B_h + b_h) · scale. The converted heads of
-// the routing/filtering analysis run as this (PAPERS §B1, analysis/attention_conversions.hpp):
+// the routing/filtering analysis run as this (PAPERS §B1, analysis/attention/conversions.hpp):
 // a standard head is A_h = W_Q,h, B_h = W_K,h (biases b_Q,h, b_K,h); a head whose skew part was
 // truncated or whose symmetric part was replaced is another pair (A_h, B_h) of any width.
 #pragma once

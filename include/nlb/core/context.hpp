@@ -5,7 +5,7 @@
 // cuBLAS handle and a scratch arena (nlb/cuda/context.cuh). Every component is called the same
 // way on every backend, `forward(ctx, in, out, ws)`, and passes the context down to the ops
 // layer, the only code that reads it. The two contexts have the same members where they share a
-// meaning (synchronize(), count_synchronizations()), as Eigen's host and GPU devices do. The
+// meaning (synchronize(), synchronizations()), as Eigen's host and GPU devices do. The
 // primary template refuses a backend it does not know, by name, instead of failing deep inside
 // an operation.
 #pragma once

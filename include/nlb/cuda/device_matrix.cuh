@@ -254,12 +254,6 @@ struct storage_traits<backend::cuda, T, void> {
   template <int N = Dynamic>
   using vector = typename vector_in<memory_space, T, N>::type;  // a DeviceMatrix [1, n]
   using index_vector = thrust::device_vector<Index>;
-  /// Entries [begin, begin + count) of a row list, as the device ops' gather_rows and
-  /// scatter_rows take it (a [count, 1] view of device memory).
-  using index_span = cuda::DeviceView<const Index>;
-  static index_span index_range(const index_vector& rows, Index begin, Index count) {
-    return {thrust::raw_pointer_cast(rows.data()) + begin, count, 1, 1};
-  }
 
   /// A host matrix (any Eigen expression of T, a HalfMatrix or a MappedMatrix) copied into a new
   /// device matrix of its shape. Complete when it returns (thrust waits for its copy), so work

@@ -12,7 +12,8 @@
 // The components call the ops by qualified name (ops::gemm, …); such a call in a template sees only
 // the overloads declared before the template, so these must come before any component header.
 #if defined(NLB_OPS_CALLERS_INCLUDED)
-#error "nlb/cuda: include <nlb/cuda.cuh> (or nlb/cuda/ops.cuh) before the component and model headers"
+#error \
+    "nlb/cuda: include <nlb/cuda.cuh> (or nlb/cuda/ops.cuh) before the component and model headers"
 #endif
 
 #include <thrust/device_vector.h>
@@ -29,8 +30,8 @@
 #include "nlb/core/checks.hpp"
 #include "nlb/core/host_device.hpp"
 #include "nlb/cuda/context.cuh"
-#include "nlb/cuda/detail/reference_gemm.cuh"
 #include "nlb/cuda/device_matrix.cuh"
+#include "nlb/kernels/column_major_gemm.hpp"
 #include "nlb/kernels/elementwise_math.hpp"
 #include "nlb/ops/scratch.hpp"
 
@@ -131,10 +132,10 @@ void for_each_row(Context<backend::cuda>& ctx, const char* what, Index rows, con
 /// the operand swap (header). Shapes: op(a) [m, k], op(b) [k, n], c [m, n]. Checked before
 /// anything runs or is read: ShapeError on a mismatch, ArgumentError past cuBLAS's int.
 template <class T>
-ColumnMajorGemm<T> column_major_call(const char* what, DeviceView<const T> a, bool ta,
-                                     DeviceView<const T> b, bool tb, DeviceView<T> c, T alpha,
-                                     T beta, Index batch = 1, Index stride_a = 0,
-                                     Index stride_b = 0, Index stride_c = 0) {
+kernels::ColumnMajorGemm<T> column_major_call(const char* what, DeviceView<const T> a, bool ta,
+                                              DeviceView<const T> b, bool tb, DeviceView<T> c,
+                                              T alpha, T beta, Index batch = 1, Index stride_a = 0,
+                                              Index stride_b = 0, Index stride_c = 0) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "nlb/cuda: products of float or double");
   const Index m = ta ? a.cols() : a.rows(), k = ta ? a.rows() : a.cols();
@@ -161,7 +162,7 @@ ColumnMajorGemm<T> column_major_call(const char* what, DeviceView<const T> a, bo
 
 /// Runs a checked call on ctx's stream: cuBLAS, or the reference GEMM in the host-system build.
 template <class T>
-void run_gemm(Context<backend::cuda>& ctx, const char* what, const ColumnMajorGemm<T>& g) {
+void run_gemm(Context<backend::cuda>& ctx, const char* what, const kernels::ColumnMajorGemm<T>& g) {
   if (g.m == 0 || g.n == 0 || g.batch == 0)
     return;
 #if NLB_CUDA_DEVICE_BUILD
@@ -186,7 +187,7 @@ void run_gemm(Context<backend::cuda>& ctx, const char* what, const ColumnMajorGe
         what);
 #else
   (void)ctx, (void)what;
-  reference_gemm(g);
+  kernels::column_major_gemm(g);
 #endif
 }
 
@@ -388,7 +389,7 @@ void scale_columns(Context<backend::cuda>& ctx, const X& x, const Diagonal& diag
 }
 
 /// out[r, :] = x[rows[r], :] for r < n = out.rows(): rows in [0, x.rows()), the backend's
-/// index_vector or a range of one (storage_traits<cuda, T>::index_range). O(n · cols); no wait.
+/// index_vector or a [n, 1] DeviceView<const Index> of device memory. O(n · cols); no wait.
 template <device_operand X, class Rows, device_operand_of<scalar_of<X>> Out>
 void gather_rows(Context<backend::cuda>& ctx, const X& x, const Rows& rows, Out&& out) {
   const auto in = const_view_of(x);

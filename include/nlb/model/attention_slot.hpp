@@ -35,7 +35,7 @@ struct slot_workspaces<std::variant<Kinds...>> {
 ///   SDScalar   SDAttention<SkewSymmetricRouting<T, Dynamic>, ScalarFilter<T>>
 ///   Linear    LinearAttention<T, Dynamic>                      (ELU+1, no KV cache)
 ///   Factored  FactoredAttention<T, Dynamic>   (general low-rank score form: converted heads,
-///             analysis/attention_conversions.hpp)
+///             analysis/attention/conversions.hpp)
 /// Implicitly constructible from each kind. forward() has DenseAttention's signature and
 /// dispatches with std::visit once per call (per layer and batch, never per token); its cost is
 /// the held kind's. The Workspace holds one workspace per kind (only the used one grows).

@@ -7,7 +7,7 @@
 //   (c) symmetric replacement: M_sym replaced by its diagonal, or by one scalar per head (the
 //       mean of that diagonal over the d input coordinates), the skew part kept.
 // Standard heads use the exact homogeneous score form x̃ M̃ x̃ᵀ (x̃ = [x, 1], analysis/
-// attention_spectrum.hpp) in its span form M̃ = B C Bᵀ; S–D heads have M = S − D with S in the span
+// attention/spectrum.hpp) in its span form M̃ = B C Bᵀ; S–D heads have M = S − D with S in the span
 // of [U V] and the symmetric part −D already diagonal. A converted head runs as a FactoredAttention
 // head: query features x̃ B C' (and x ⊙ δ for a diagonal part), key features x̃ B (and x).
 #pragma once

@@ -1,8 +1,8 @@
 // One nonlinearity budget across MLP gates and attention conversions ([ours], docs/budget.md
 // "One budget across MLP and attention"): each layer's attention conversions of PAPERS §B1/§B3
-// (analysis/attention_conversions.hpp) become options next to its gate thresholds, each costed by
+// (analysis/attention/conversions.hpp) become options next to its gate thresholds, each costed by
 // the FLOPs of what this library runs, measured alone on the calibration split, and allocated in
-// the same multiple-choice knapsack (budget_allocation.hpp) as the gates, corrected by joint
+// the same multiple-choice knapsack (allocation.hpp) as the gates, corrected by joint
 // measurement until the upper end of the 95% bootstrap interval meets the budget.
 #pragma once
 
@@ -119,7 +119,7 @@ SD sd_with_rank(const SD& attn, Index rank) {
 /// - "linear": ELU+1 linear attention on the layer's own q, k, v (dense layers, rotary or not);
 /// - "skew_rank" r (r in skew_truncation_ranks below the layer's largest head rank): an S–D
 ///   layer rebuilt with routing rank r (its features and scores shrink); a standard position-free
-///   layer as the FactoredAttention form of its truncated heads (analysis/attention_conversions);
+///   layer as the FactoredAttention form of its truncated heads (analysis/attention/conversions);
 /// - "symmetric_scalar": an S–D layer with one scalar filter per head (the mean of its diagonal,
 ///   a ScalarFilter with θ = softplus⁻¹ of it); a standard position-free layer in factored form;
 /// - "symmetric_diagonal": a standard position-free layer in factored form.

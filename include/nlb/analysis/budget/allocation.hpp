@@ -211,7 +211,7 @@ struct AllocationOptions {
 /// try is the one that met the budget with the most FLOPs saved (Σ over the groups l with an
 /// option k_l > 0 of `saving(l, k_l, joint)`, e.g. a gate's saving at its joint linear
 /// fraction); none met → chosen = −1 (no gates, Δ% 0). A group is a layer's MLP gate or, in the
-/// search across MLP and attention, a layer's attention conversion (budget_across.hpp).
+/// search across MLP and attention, a layer's attention conversion (across.hpp).
 /// Deterministic: the same inputs give the same tries.
 inline BudgetAllocation allocate_budget(
     const LayerCostCurves& curves, const std::vector<std::vector<double>>& value, double budget_pct,

@@ -76,8 +76,8 @@ WindowSetMeasure<T> calibration_measure(VariantRunner<T>& runner,
 
 // The joint calibration of run_label_stage (PAPERS §A7, docs/budget.md): with the allocation
 // search, the per-layer cost curves on the calibration split and a knapsack allocation per budget
-// corrected by joint measurement (budget_allocation.hpp), each chosen state then measured on the
-// label windows; with the greedy search, the greedy path on the label set (joint_gating.hpp),
+// corrected by joint measurement (allocation.hpp), each chosen state then measured on the
+// label windows; with the greedy search, the greedy path on the label set (greedy_calibration.hpp),
 // each chosen state then measured on the calibration split. Either way every chosen state has
 // its label and calibration Δ%. Needs out.gates, out.base_losses and label_tokens holding the
 // label windows followed by the calibration windows; label_x holds the label rows of `rows`.

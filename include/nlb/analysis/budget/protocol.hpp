@@ -15,9 +15,9 @@ namespace nlb {
 /// How the joint calibration chooses per-layer gate thresholds for a budget (docs/budget.md).
 /// - allocation: per-layer cost curves on the calibration split, a knapsack over them, corrected
 ///   by joint measurement until the upper end of the joint calibration Δ%'s 95% bootstrap
-///   interval meets the budget (analysis/budget_allocation.hpp). The default.
+///   interval meets the budget (analysis/budget/allocation.hpp). The default.
 /// - greedy: the earlier search — raise the layer whose step costs least, on the label set, until
-///   the joint label Δ% (a point estimate) would exceed the budget (analysis/joint_gating.hpp).
+///   the joint label Δ% (a point estimate) would exceed the budget (analysis/budget/greedy_calibration.hpp).
 enum class CalibrationSearch { allocation, greedy };
 
 inline const char* to_string(CalibrationSearch s) {
@@ -25,7 +25,7 @@ inline const char* to_string(CalibrationSearch s) {
 }
 
 /// Where the label stage's gate features live when the passes are spread over processes
-/// (a VariantEngine with label_rows, e.g. MPI ranks; docs/scaling.md).
+/// (a VariantRunner whose held_windows is a subset, e.g. MPI ranks; docs/scaling.md).
 /// - replicated: every process collects every label position's features and fits every gate
 ///   itself: the report equals one process's bit for bit. The default.
 /// - split: each process collects the features of its own label windows only (memory and the
@@ -39,7 +39,7 @@ inline const char* to_string(GateFeatures g) {
   return g == GateFeatures::replicated ? "replicated" : "split";
 }
 
-/// Every setting of the MLP budget pipeline (analysis/budget.hpp). The defaults are the
+/// Every setting of the MLP budget pipeline (analysis/budget/pipeline.hpp). The defaults are the
 /// `nlb budget` defaults; docs/budget.md explains each one.
 ///
 /// Token sets (each from its own file, never mixed, PAPERS §A7):
@@ -73,8 +73,8 @@ struct BudgetProtocol {
   /// Also spend each budget across MLP gates and attention conversions (run_across_stage,
   /// `nlb budget --attention`); needs the allocation search.
   bool across_attention = false;
-  /// Label features on every process or each process's own (only with a VariantEngine that
-  /// offers label_rows; otherwise every row is here either way).
+  /// Label features on every process or each process's own (only with a VariantRunner that
+  /// holds a subset of the windows; otherwise every row is here either way).
   GateFeatures gate_features = GateFeatures::replicated;
   Index allocation_tries = 10;   ///< knapsack solves per budget (each ≤ 1 joint calibration pass)
   double no_fly_delta = 0.05;    ///< a token is "no-fly" if its mean δ exceeds this (PAPERS §A4)

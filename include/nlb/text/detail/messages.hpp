@@ -1,4 +1,4 @@
-// FormatError messages of the tokenizer loaders, in the house style of io/detail/messages.hpp:
+// FormatError messages of the tokenizer loaders, in the house style of io/messages.hpp:
 // "<file>: <entry>: <what>: expected <expected>, found <found>", where the entry names the place
 // in the file (a token, a line of merges.txt, a JSON key path). Values found are described
 // briefly (describe_json, quote_text) so a message stays one line.

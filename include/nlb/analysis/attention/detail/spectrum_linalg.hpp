@@ -1,5 +1,5 @@
-// Internals of attention_spectrum.hpp: the span reduction of a low-rank bilinear form and the
-// spectral measures of its parts (PAPERS §B1). Everything runs in double.
+// Internals of analysis/attention/spectrum.hpp: the span reduction of a low-rank bilinear form and
+// the spectral measures of its parts (PAPERS §B1). Everything runs in double.
 #pragma once
 
 #include <Eigen/Dense>

@@ -1,20 +1,21 @@
-// The column-major GEMM of the host-system build: cuBLAS's gemm contract, evaluated by Eigen.
-// Internal to nlb/cuda.
+// cuBLAS's column-major GEMM contract evaluated on the host by Eigen: the products of nlb/cuda's
+// host-system build (nlb/cuda/detail/config.cuh, docs/cuda.md).
 //
-// In the host-system build (detail/config.cuh) the row-major products of nlb/cuda/ops.cuh reach
-// this function with exactly the arguments they pass to cuBLAS on a GPU — the swapped operands,
-// their transposes, leading dimensions and batch strides — so a wrong swap or stride fails the
-// tests on any machine. The operands are Eigen maps over those pointers (no copy): the check
-// costs a blocked GEMM, not plain loops (those were 82% of the host-system model suite's time).
+// There the row-major products of nlb/cuda/ops.cuh reach column_major_gemm with exactly the
+// arguments they pass to cuBLAS on a GPU — the swapped operands, their transposes, leading
+// dimensions and batch strides — so a wrong swap or stride fails the tests on any machine. The
+// operands are Eigen maps over those pointers (no copy): the check costs a blocked GEMM, not
+// plain loops (those were 82% of the host-system model suite's time).
 #pragma once
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <string>
 
 #include "nlb/core/errors.hpp"
 #include "nlb/core/matrix.hpp"
 
-namespace nlb::cuda::detail {
+namespace nlb::kernels {
 
 /// One cuBLAS gemm call in column-major terms: C = alpha · op(A) · op(B) + beta · C with
 /// op(A) [m, k], op(B) [k, n], C [m, n]; element (i, j) of a column-major X with leading
@@ -35,7 +36,7 @@ struct ColumnMajorGemm {
   Index batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
-namespace reference_gemm_detail {
+namespace detail {
 
 template <class T>
 using ColumnMajor = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>,
@@ -47,7 +48,7 @@ inline void check_leading_dimension(const char* name, Index ld, Index rows) {
   const Index least = std::max<Index>(1, rows);
   if (ld < least)
     throw ArgumentError(
-        nlb::detail::expected_found(std::string("reference_gemm: leading dimension of ") + name,
+        nlb::detail::expected_found(std::string("column_major_gemm: leading dimension of ") + name,
                                     "at least " + std::to_string(least), ld));
 }
 
@@ -55,7 +56,8 @@ inline void check_leading_dimension(const char* name, Index ld, Index rows) {
 // (which the sanitizer builds leave uninstrumented), so AddressSanitizer reports an operand
 // that runs past its allocation.
 template <class T>
-ColumnMajor<T> operand(const char* name, const T* p, Index rows, Index cols, Index ld) {
+ColumnMajor<T> column_major_operand(const char* name, const T* p, Index rows, Index cols,
+                                    Index ld) {
   check_leading_dimension(name, ld, rows);
   if (rows > 0 && cols > 0) {
     volatile T last = p[(rows - 1) + (cols - 1) * ld];
@@ -64,20 +66,20 @@ ColumnMajor<T> operand(const char* name, const T* p, Index rows, Index cols, Ind
   return {p, rows, cols, Eigen::OuterStride<>(ld)};
 }
 
-}  // namespace reference_gemm_detail
+}  // namespace detail
 
 /// Evaluates `g` on the host with Eigen's GEMM over maps of its pointers, one product per batch
 /// entry. ArgumentError for a leading dimension cuBLAS would refuse. O(batch · m · n · k).
 template <class T>
-void reference_gemm(const ColumnMajorGemm<T>& g) {
-  using reference_gemm_detail::operand;
+void column_major_gemm(const ColumnMajorGemm<T>& g) {
+  using detail::column_major_operand;
   using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-  reference_gemm_detail::check_leading_dimension("C", g.ldc, g.m);
+  detail::check_leading_dimension("C", g.ldc, g.m);
   for (Index i = 0; i < g.batch; ++i) {
-    const auto a = operand("A", g.a + i * g.stride_a, g.transpose_a ? g.k : g.m,
-                           g.transpose_a ? g.m : g.k, g.lda);
-    const auto b = operand("B", g.b + i * g.stride_b, g.transpose_b ? g.n : g.k,
-                           g.transpose_b ? g.k : g.n, g.ldb);
+    const auto a = column_major_operand("A", g.a + i * g.stride_a, g.transpose_a ? g.k : g.m,
+                                        g.transpose_a ? g.m : g.k, g.lda);
+    const auto b = column_major_operand("B", g.b + i * g.stride_b, g.transpose_b ? g.n : g.k,
+                                        g.transpose_b ? g.k : g.n, g.ldb);
     if (g.m == 0 || g.n == 0)
       return;
     // op(A), op(B) as plain matrices: a copy of O(m k + k n), next to the O(m n k) product.
@@ -92,4 +94,4 @@ void reference_gemm(const ColumnMajorGemm<T>& g) {
   }
 }
 
-}  // namespace nlb::cuda::detail
+}  // namespace nlb::kernels
