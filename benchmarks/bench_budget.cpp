@@ -53,7 +53,8 @@ struct Setup {
     nlb::LabelTapCollector<float> taps(model.layer_count(), model.config().d_model, context,
                                        protocol.label_tokens);
     std::vector<nlb::ModelVariant<float>> none;
-    nlb::measure_variants(ctx, model, label_tokens, protocol.label_windows(), context, none, true, taps);
+    nlb::measure_variants(ctx, model, label_tokens, protocol.label_windows(), context, none, true,
+                          taps);
     const auto gates = label.plain_gates();
     for (double f : {0.25, 0.5, 1.0}) {
       nlb::JointState s;
@@ -91,7 +92,8 @@ void BM_Forward(benchmark::State& state) {
   nlb::RouteCounts counts;
   for (auto _ : state) {
     for (nlb::Index w = 0; w < windows; ++w) {
-      model.forward(s.ctx, std::span<const std::int32_t>(s.eval).subspan(
+      model.forward(s.ctx,
+                    std::span<const std::int32_t>(s.eval).subspan(
                         static_cast<std::size_t>(w * context), static_cast<std::size_t>(context)),
                     logits, ws, nlb::NoTaps{}, nullptr, &counts);
     }

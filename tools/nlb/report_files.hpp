@@ -48,8 +48,7 @@ class ReportFiles {
     }
     for (const auto& [name, content] : files_) {
       const auto* bytes = reinterpret_cast<const std::uint8_t*>(content.data());
-      io::write_file_atomically(dir_ / name,
-                                        std::span<const std::uint8_t>(bytes, content.size()));
+      io::write_file_atomically(dir_ / name, std::span<const std::uint8_t>(bytes, content.size()));
     }
   }
 

@@ -15,9 +15,9 @@
 #pragma once
 
 #include <type_traits>
-#include "nlb/core/xsimd.hpp"
 #include "nlb/core/gemm_provider.hpp"
 #include "nlb/core/weight_storage.hpp"
+#include "nlb/core/xsimd.hpp"
 
 namespace nlb::backend {
 

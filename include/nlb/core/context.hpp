@@ -49,8 +49,8 @@ class Context<Backend, std::enable_if_t<backend::is_host<Backend>>> {
 
   /// The settings of another CPU backend's context (e.g. for a model with 16-bit weights).
   template <class Other>
-  requires(backend::is_host<Other> && !std::is_same_v<Other, Backend>) explicit Context(
-      const Context<Other>& other)
+  requires(backend::is_host<Other> &&
+           !std::is_same_v<Other, Backend>) explicit Context(const Context<Other>& other)
       : threads_(other.threads()), small_gemm_(other.small_gemm()) {}
 
   int threads() const { return threads_; }

@@ -8,7 +8,8 @@
 #pragma once
 
 #if defined(NLB_OPS_CALLERS_INCLUDED)
-#error "nlb/cuda: include <nlb/cuda.cuh> (or nlb/cuda/row_ops.cuh) before the component and model headers"
+#error \
+    "nlb/cuda: include <nlb/cuda.cuh> (or nlb/cuda/row_ops.cuh) before the component and model headers"
 #endif
 
 #include <math.h>  // sqrtf, exp, log, pow, cos, sin by their typed names, also on the device

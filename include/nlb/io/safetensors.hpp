@@ -39,8 +39,8 @@
 #include "nlb/core/matrix.hpp"
 #include "nlb/io/detail/byte_order.hpp"
 #include "nlb/io/detail/file_bytes.hpp"
-#include "nlb/io/messages.hpp"
 #include "nlb/io/dtype.hpp"
+#include "nlb/io/messages.hpp"
 
 namespace nlb::io {
 
@@ -377,8 +377,8 @@ class SafetensorsFile {
     }
     for (const auto& [key, item] : value.items()) {
       if (!item.is_string()) {
-        errors_.fail({}, "__metadata__ value " + quote_text(key) + " is not a string",
-                     "a string", describe_json(item));
+        errors_.fail({}, "__metadata__ value " + quote_text(key) + " is not a string", "a string",
+                     describe_json(item));
       }
       metadata_.emplace(key, item.get<std::string>());
     }
@@ -396,8 +396,7 @@ class SafetensorsFile {
       return v;
     }
     if (value.is_number_integer()) {
-      errors_.fail(tensor, what + " is negative", "a non-negative integer",
-                   describe_json(value));
+      errors_.fail(tensor, what + " is negative", "a non-negative integer", describe_json(value));
     }
     errors_.fail(tensor, what + " is not an integer", "a non-negative integer",
                  describe_json(value));
@@ -478,8 +477,8 @@ class SafetensorsFile {
                    "[" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "]");
     }
     std::uint64_t nbytes = 0;
-    if (!multiply_within(numel, dtype_size(t.dtype),
-                                 std::numeric_limits<std::uint64_t>::max(), nbytes)) {
+    if (!multiply_within(numel, dtype_size(t.dtype), std::numeric_limits<std::uint64_t>::max(),
+                         nbytes)) {
       errors_.fail(name, "byte count overflows",
                    "numel x " + std::to_string(dtype_size(t.dtype)) + " bytes to fit in 64 bits",
                    "numel " + std::to_string(numel));
@@ -523,10 +522,10 @@ class SafetensorsFile {
           text += ")";
           return text;
         };
-        errors_.fail({},
-                     "tensors " + quote_text(furthest->name) + " and " +
-                         quote_text(t->name) + " overlap",
-                     "disjoint byte ranges", range(furthest) + " and " + range(t));
+        errors_.fail(
+            {},
+            "tensors " + quote_text(furthest->name) + " and " + quote_text(t->name) + " overlap",
+            "disjoint byte ranges", range(furthest) + " and " + range(t));
       }
       if (furthest == nullptr || t->end > furthest->end)
         furthest = t;

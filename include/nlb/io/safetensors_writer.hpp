@@ -21,9 +21,9 @@
 
 #include "nlb/core/errors.hpp"
 #include "nlb/io/detail/byte_order.hpp"
+#include "nlb/io/dtype.hpp"
 #include "nlb/io/file_io.hpp"
 #include "nlb/io/messages.hpp"
-#include "nlb/io/dtype.hpp"
 
 namespace nlb::io {
 
@@ -122,9 +122,7 @@ class SafetensorsWriter {
   /// Writes the file to `path` + a temporary suffix, then renames it over `path`: nothing is
   /// ever half-written. Throws nlb::Error naming the path on any I/O failure (the temporary
   /// file is removed). O(total bytes).
-  void write(const std::filesystem::path& path) const {
-    write_file_atomically(path, to_bytes());
-  }
+  void write(const std::filesystem::path& path) const { write_file_atomically(path, to_bytes()); }
 
  private:
   struct Entry {
@@ -137,8 +135,7 @@ class SafetensorsWriter {
     try {
       (void)nlohmann::json(text).dump();  // dump() validates UTF-8
     } catch (const nlohmann::json::exception&) {
-      throw ArgumentError(
-          nlb::detail::expected_found(what, "valid UTF-8", quote_text(text)));
+      throw ArgumentError(nlb::detail::expected_found(what, "valid UTF-8", quote_text(text)));
     }
   }
 
@@ -150,14 +147,14 @@ class SafetensorsWriter {
           "tensor name", "a non-empty name other than \"__metadata__\"", quote_text(name)));
     }
     if (entries_.count(name) != 0) {
-      throw ArgumentError(nlb::detail::expected_found("tensor name", "a name not added before",
-                                                      quote_text(name)));
+      throw ArgumentError(
+          nlb::detail::expected_found("tensor name", "a name not added before", quote_text(name)));
     }
     check_utf8("tensor name", name);
     std::uint64_t numel = 1;
     for (std::int64_t d : shape) {
       if (d < 0 || !multiply_within(numel, static_cast<std::uint64_t>(d),
-                                            std::numeric_limits<std::int64_t>::max(), numel)) {
+                                    std::numeric_limits<std::int64_t>::max(), numel)) {
         throw ShapeError(nlb::detail::expected_found(
             "tensor \"" + name + "\" shape", "non-negative dimensions with an int64 product",
             format_shape(shape)));
@@ -165,8 +162,8 @@ class SafetensorsWriter {
     }
     if (numel != count) {
       throw ShapeError(nlb::detail::expected_found(
-          "tensor \"" + name + "\": number of values for shape " + format_shape(shape),
-          numel, count));
+          "tensor \"" + name + "\": number of values for shape " + format_shape(shape), numel,
+          count));
     }
     return Entry{dtype, std::move(shape), std::vector<std::uint8_t>(count * dtype_size(dtype))};
   }

@@ -27,9 +27,9 @@ inline std::pair<Index, Index> check_heads(const char* what, Index heads, Index 
                                            Index v_cols, Index out_rows, Index out_cols,
                                            Index past) {
   if (heads <= 0 || q_cols % heads != 0 || v_cols % heads != 0)
-    throw ShapeError(nlb::detail::expected_found(
-        std::string(what) + ": head count", "a positive divisor of the query and value widths",
-        heads));
+    throw ShapeError(nlb::detail::expected_found(std::string(what) + ": head count",
+                                                 "a positive divisor of the query and value widths",
+                                                 heads));
   if (k_cols != q_cols || k_rows != past + q_rows || v_rows != k_rows || out_rows != q_rows ||
       out_cols != v_cols) {
     check_dim(std::string(what) + ": key width (query width)", q_cols, k_cols);

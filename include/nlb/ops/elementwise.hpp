@@ -20,8 +20,9 @@ namespace nlb::ops {
 template <class Backend, class Y, class Op>
 requires backend::is_host<Backend>
 void transform(const Context<Backend>&, Y&& y, Op op) {
-  static_assert(std::remove_cvref_t<Y>::IsRowMajor || std::remove_cvref_t<Y>::ColsAtCompileTime == 1,
-                "ops::transform: a row-major matrix or block");
+  static_assert(
+      std::remove_cvref_t<Y>::IsRowMajor || std::remove_cvref_t<Y>::ColsAtCompileTime == 1,
+      "ops::transform: a row-major matrix or block");
   if (y.rows() == 0 || y.cols() == 0)
     return;
   if (y.outerStride() == y.cols() || y.rows() == 1) {

@@ -158,8 +158,8 @@ bool try_small_gemm(const Context<Backend>& ctx, Dst& dst, const Lhs& lhs, const
       kernels::small_gemm<Arch>(c.rows, end - begin, a.cols, a.data, a.ld, b.data + begin, b.ld,
                                 c.data + begin, c.ld, accumulate);
     };
-    constexpr Index tile_columns = kernels::small_gemm_tile_batches<Arch> *
-                                   static_cast<Index>(xsimd::batch<T, Arch>::size);
+    constexpr Index tile_columns =
+        kernels::small_gemm_tile_batches<Arch> * static_cast<Index>(xsimd::batch<T, Arch>::size);
     if (!split_output_ranges(ctx.threads(), c.cols, c.rows * c.cols * a.cols, tile_columns,
                              columns))
       columns(0, c.cols);
@@ -177,22 +177,22 @@ bool try_parallel_vector_product(int threads, Dst& dst, const Lhs& lhs, const Rh
   const bool row = dst.rows() == 1;
   if (!(row || dst.cols() == 1))
     return false;
-  return split_output_ranges(threads, dst.size(), lhs.cols() * dst.size(), 16, [&](Index begin,
-                                                                                    Index end) {
-    if (row) {
-      auto out = dst.middleCols(begin, end - begin);
-      if (accumulate)
-        out.noalias() += lhs * rhs.middleCols(begin, end - begin);
-      else
-        out.noalias() = lhs * rhs.middleCols(begin, end - begin);
-    } else {
-      auto out = dst.middleRows(begin, end - begin);
-      if (accumulate)
-        out.noalias() += lhs.middleRows(begin, end - begin) * rhs;
-      else
-        out.noalias() = lhs.middleRows(begin, end - begin) * rhs;
-    }
-  });
+  return split_output_ranges(threads, dst.size(), lhs.cols() * dst.size(), 16,
+                             [&](Index begin, Index end) {
+                               if (row) {
+                                 auto out = dst.middleCols(begin, end - begin);
+                                 if (accumulate)
+                                   out.noalias() += lhs * rhs.middleCols(begin, end - begin);
+                                 else
+                                   out.noalias() = lhs * rhs.middleCols(begin, end - begin);
+                               } else {
+                                 auto out = dst.middleRows(begin, end - begin);
+                                 if (accumulate)
+                                   out.noalias() += lhs.middleRows(begin, end - begin) * rhs;
+                                 else
+                                   out.noalias() = lhs.middleRows(begin, end - begin) * rhs;
+                               }
+                             });
 }
 
 /// The threads last given to Provider's library (its pool is one per process): 0 before any.

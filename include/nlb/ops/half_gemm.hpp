@@ -96,8 +96,7 @@ void half_product(const Context<Backend>& ctx, Dst&& dst, const Lhs& lhs, const 
   }
   for_each_widened_panel<Transposed>(backend, w, scratch, [&](Index j, const auto& panel) {
     if constexpr (Transposed)
-      ops::gemm(ctx, lhs, panel.transpose(), dst.middleCols(j, panel.rows()), scratch,
-                accumulate);
+      ops::gemm(ctx, lhs, panel.transpose(), dst.middleCols(j, panel.rows()), scratch, accumulate);
     else
       ops::gemm(ctx, lhs, panel, dst.middleCols(j, panel.cols()), scratch, accumulate);
   });

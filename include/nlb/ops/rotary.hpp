@@ -22,9 +22,8 @@ inline Index check_rotary(Index qk_cols, Index heads, Index rotary_dims) {
                                                  qk_cols));
   const Index d = qk_cols / 2;
   if (rotary_dims < 0 || rotary_dims % 2 != 0 || rotary_dims > d / heads)
-    throw ArgumentError(nlb::detail::expected_found("ops::rotate_queries_keys: rotary dims",
-                                                    "an even number in [0, head dim]",
-                                                    rotary_dims));
+    throw ArgumentError(nlb::detail::expected_found(
+        "ops::rotate_queries_keys: rotary dims", "an even number in [0, head dim]", rotary_dims));
   return d;
 }
 }  // namespace detail

@@ -82,8 +82,7 @@ void gather_rows(const Context<Backend>&, const X& x, std::span<const Index> row
 /// listed are left as they are; `rows` must not repeat an index. O(rows · n).
 template <class Backend, class Block, class Y>
 requires backend::is_host<Backend>
-void scatter_rows(const Context<Backend>&, const Block& block, std::span<const Index> rows,
-                  Y&& y) {
+void scatter_rows(const Context<Backend>&, const Block& block, std::span<const Index> rows, Y&& y) {
   eigen_assert(block.rows() == static_cast<Index>(rows.size()) && block.cols() == y.cols());
   y(rows, Eigen::all) = block;
 }
@@ -92,9 +91,9 @@ void scatter_rows(const Context<Backend>&, const Block& block, std::span<const I
 /// score > threshold first, then the others, each group in ascending order (a stable
 /// partition); returns how many scored above. NaN scores count as not above. O(n).
 template <class Backend, class Scores, class T>
-requires backend::is_host<Backend>
-Index partition_rows(const Context<Backend>&, const Scores& scores, std::vector<Index>& rows,
-                     T threshold) {
+requires backend::is_host<Backend> Index partition_rows(const Context<Backend>&,
+                                                        const Scores& scores,
+                                                        std::vector<Index>& rows, T threshold) {
   const Index n = scores.rows();
   eigen_assert(scores.cols() == 1);
   rows.resize(static_cast<std::size_t>(n));
@@ -139,7 +138,7 @@ void embed_rows(const Context<Backend>&, const Token& token, const Position& pos
 /// A host copy of a matrix of this backend (on the CPU: a plain copy). O(m n).
 template <class Backend, class M>
 requires backend::is_host<Backend> RowMatrix<typename M::Scalar> to_host(const Context<Backend>&,
-                                                                          const M& m) {
+                                                                         const M& m) {
   return m;
 }
 

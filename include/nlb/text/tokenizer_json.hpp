@@ -52,8 +52,8 @@ class JsonObject {
         std::string names;
         for (const std::string_view k : keys)
           names += (names.empty() ? "" : ", ") + std::string(k);
-        errors_.fail(entry_, "key " + io::quote_text(key), "one of " + names + " (what nlbudget reads)",
-                     "an unknown key");
+        errors_.fail(entry_, "key " + io::quote_text(key),
+                     "one of " + names + " (what nlbudget reads)", "an unknown key");
       }
     }
   }
@@ -268,11 +268,11 @@ inline Tokenizer load_tokenizer_json(const std::filesystem::path& path,
       if (id < model_size) {
         const std::string& text = vocab.texts[static_cast<std::size_t>(id)];
         if (text != content) {
-          errors.fail(entry, "id " + std::to_string(id),
-                      "an id of " + std::to_string(model_size) +
-                          " or more, or the id of the model token equal to its content",
-                      "model token " + io::quote_text(text) + " for content " +
-                          io::quote_text(content));
+          errors.fail(
+              entry, "id " + std::to_string(id),
+              "an id of " + std::to_string(model_size) +
+                  " or more, or the id of the model token equal to its content",
+              "model token " + io::quote_text(text) + " for content " + io::quote_text(content));
         }
       } else {
         new_ids.emplace_back(id, i);

@@ -49,7 +49,8 @@ double attention_flops_per_token(const AttentionSlot<T, Backend>& attn, Index co
         if constexpr (std::is_same_v<Kind, typename Slot::Dense>) {
           return 8.0 * d * d + heads * 4.0 * s * dh;
         } else if constexpr (std::is_same_v<Kind, typename Slot::Linear>) {
-          const double c = static_cast<double>(std::min<Index>(ops::linear_attention_chunk, context));
+          const double c =
+              static_cast<double>(std::min<Index>(ops::linear_attention_chunk, context));
           return 8.0 * d * d + heads * (4.0 * dh * dh + 4.0 * c * dh);
         } else if constexpr (std::is_same_v<Kind, typename Slot::Factored>) {
           double out = 4.0 * d * d;

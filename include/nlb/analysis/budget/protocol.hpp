@@ -17,7 +17,8 @@ namespace nlb {
 ///   by joint measurement until the upper end of the joint calibration Δ%'s 95% bootstrap
 ///   interval meets the budget (analysis/budget/allocation.hpp). The default.
 /// - greedy: the earlier search — raise the layer whose step costs least, on the label set, until
-///   the joint label Δ% (a point estimate) would exceed the budget (analysis/budget/greedy_calibration.hpp).
+///   the joint label Δ% (a point estimate) would exceed the budget
+///   (analysis/budget/greedy_calibration.hpp).
 enum class CalibrationSearch { allocation, greedy };
 
 inline const char* to_string(CalibrationSearch s) {

@@ -14,7 +14,6 @@ inline constexpr Index linear_attention_chunk = 64;
 
 namespace nlb::ops::detail {
 
-
 /// Linear attention on features fq, fk [T, d_k] (φ already applied, entries > 0) and values
 /// v [T, d_v] into out [T, d_v], by prefix sums over chunks of C = 64 rows: with the running
 /// state S = Σ_{j<c0} φ(k_j) v_jᵀ [d_k, d_v] and z = Σ_{j<c0} φ(k_j) [d_k] before a chunk
