@@ -219,6 +219,9 @@ class ModelRunner final : public VariantRunner<T> {
     if (!with_base && !prefix_.holds(tokens, windows, context) &&
         PrefixStreams<T, Backend>::bytes_needed(model_->config(), windows, context) <=
             prefix_bytes_) {
+      // The last token set's streams go first, so one set is held at a time (the label and the
+      // calibration sets together would add the smaller one to the run's peak memory).
+      prefix_ = {};
       prefix_ = PrefixStreams<T, Backend>::keep(*ctx_, *model_, tokens, windows, context);
     }
     const auto* prefix = prefix_.holds(tokens, windows, context) ? &prefix_ : nullptr;
