@@ -221,6 +221,55 @@ void apply_threads(const Context<Backend>& ctx) {
   applied.store(ctx.threads(), std::memory_order_relaxed);
 }
 
+namespace detail {
+
+// A dynamic-size float or double operand with unit inner stride (a matrix, map, block, Ref or a
+// transpose of one): gemm computes on its canonical view below instead of on its own type.
+template <class Expr>
+inline constexpr bool has_canonical_view =
+    has_blas_layout<Expr>&& std::remove_cv_t<Expr>::InnerStrideAtCompileTime == 1 &&
+    std::remove_cv_t<Expr>::RowsAtCompileTime ==
+        Eigen::Dynamic&& std::remove_cv_t<Expr>::ColsAtCompileTime == Eigen::Dynamic &&
+    (std::is_same_v<typename std::remove_cv_t<Expr>::Scalar, float> ||
+     std::is_same_v<typename std::remove_cv_t<Expr>::Scalar, double>);
+
+// The same coefficients as `m` seen as a map with a run-time leading dimension, in m's storage
+// order (const when m's coefficients are). Why: the provider dispatch below instantiates
+// Eigen's product and the vector and small-GEMM paths for every operand type it is given; on
+// canonical views that is once per scalar type and storage-order combination instead of once
+// per expression type (about 50 types in a model's translation unit, most of its compile time).
+// The arithmetic is the same: the BLAS call sees the same pointer and strides, and Eigen's
+// kernels read dynamic-size operands through their strides either way.
+template <class Expr>
+auto canonical_view(Expr& m) {
+  using E = std::remove_cv_t<Expr>;
+  using Plain = Eigen::Matrix<typename E::Scalar, Eigen::Dynamic, Eigen::Dynamic,
+                              E::IsRowMajor ? Eigen::RowMajor : Eigen::ColMajor>;
+  using Coefficients = std::remove_pointer_t<decltype(m.data())>;
+  using Target = std::conditional_t<std::is_const_v<Coefficients>, const Plain, Plain>;
+  return Eigen::Map<Target, Eigen::Unaligned, Eigen::OuterStride<>>(
+      m.data(), m.rows(), m.cols(), Eigen::OuterStride<>(m.outerStride()));
+}
+
+// ops::gemm's provider dispatch on operands as given (canonical views where gemm made them).
+template <class Backend, class Lhs, class Rhs, class Dst, class T>
+void gemm_dispatch(const Context<Backend>& ctx, const Lhs& lhs, const Rhs& rhs, Dst& dst,
+                   GemmScratch<T>& scratch, bool accumulate) {
+  using Provider = typename Backend::gemm;
+  apply_threads(ctx);
+  if constexpr (!std::is_same_v<Provider, gemm_provider::eigen>) {
+    if (try_small_gemm(ctx, dst, lhs, rhs, accumulate))
+      return;
+    if (try_blas_gemm<Provider>(dst, lhs, rhs, accumulate))
+      return;
+  }
+  if (try_parallel_vector_product(ctx.threads(), dst, lhs, rhs, accumulate))
+    return;
+  nlb::gemm(dst, lhs, rhs, scratch, accumulate);
+}
+
+}  // namespace detail
+
 /// dst = lhs · rhs, or dst += lhs · rhs with `accumulate`, by the context's backend's GEMM
 /// provider on ctx.threads() threads. Shapes: lhs [m, k], rhs [k, n], dst [m, n] (sized by the
 /// caller; it must not alias an operand). Operands: dense matrices, blocks, maps, Refs and their
@@ -231,21 +280,18 @@ requires backend::is_host<Backend>
 void gemm(const Context<Backend>& ctx, const Eigen::MatrixBase<Lhs>& lhs,
           const Eigen::MatrixBase<Rhs>& rhs, Dst&& dst, GemmScratch<T>& scratch,
           bool accumulate = false) {
-  using Provider = typename Backend::gemm;
-  static_assert(gemm_provider::is_available<Provider>,
+  static_assert(gemm_provider::is_available<typename Backend::gemm>,
                 "ops::gemm: this GEMM provider's library is not part of the build (link "
                 "nlbudget::openblas or nlbudget::blis)");
-  apply_threads(ctx);
-  if constexpr (!std::is_same_v<Provider, gemm_provider::eigen>) {
-    if (detail::try_small_gemm(ctx, dst, lhs.derived(), rhs.derived(), accumulate))
-      return;
-    if (detail::try_blas_gemm<Provider>(dst, lhs.derived(), rhs.derived(), accumulate))
-      return;
+  using Dest = std::remove_cv_t<std::remove_reference_t<Dst>>;
+  if constexpr (detail::has_canonical_view<Lhs> && detail::has_canonical_view<Rhs> &&
+                detail::has_canonical_view<Dest>) {
+    auto out = detail::canonical_view(dst);
+    detail::gemm_dispatch(ctx, detail::canonical_view(lhs.derived()),
+                          detail::canonical_view(rhs.derived()), out, scratch, accumulate);
+  } else {
+    detail::gemm_dispatch(ctx, lhs.derived(), rhs.derived(), dst, scratch, accumulate);
   }
-  if (detail::try_parallel_vector_product(ctx.threads(), dst, lhs.derived(), rhs.derived(),
-                                          accumulate))
-    return;
-  nlb::gemm(dst, lhs, rhs, scratch, accumulate);
 }
 
 /// dst = lhs · rhs + 1 · bias (the row vector `bias` added to every row), by the backend's
