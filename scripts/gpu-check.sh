@@ -2,7 +2,7 @@
 # The prepared check for a GPU machine (docs/cuda.md). Two steps, because the GPU machine has the
 # CUDA toolkit but no Debian -dev packages and no network, and a session gets it for minutes:
 #
-#   scripts/gpu-check.sh prepare   here (nvcc, Debian packages; CI runs it, so it cannot rot):
+#   scripts/gpu-check.sh prepare   here (nvcc, Debian packages; not yet run by CI, docs/cuda.md):
 #                                  builds the CUDA suites and bench_cuda into build/gpu and
 #                                  gathers into build/gpu/bundle what must travel: the stripped
 #                                  binaries and the shared libraries the GPU image lacks

@@ -29,6 +29,37 @@
 
 namespace nlb {
 
+namespace detail {
+/// scores −= (Xq D) Xkᵀ, where `times_d` maps Xq [T, d] to Xq D: on the causal entries
+/// j <= past + i when `causal` (Xk [past + T, d], scores [T, >= past + T]), on every entry
+/// otherwise (Xk = Xq, past = 0, scores [T, T]); other entries untouched. The shapes are checked
+/// first (`width` 0 accepts any d), naming `what`. Both filters' subtract_scores.
+template <class T, class TimesD>
+void subtract_filter_scores(const std::string& what, Index width,
+                            const Eigen::Ref<const Activations<T>>& Xq,
+                            const Eigen::Ref<const Activations<T>>& Xk,
+                            Eigen::Ref<RowMatrix<T>> scores, Index past, bool causal,
+                            const TimesD& times_d) {
+  if (width > 0)
+    check_dim(what + ": query width (d)", width, Xq.cols());
+  check_dim(what + ": key width (d)", Xq.cols(), Xk.cols());
+  if (past < 0)
+    throw ArgumentError(expected_found(what + ": past", "a value >= 0", past));
+  check_dim(what + ": key rows (past + T)", past + Xq.rows(), Xk.rows());
+  check_dim(what + ": score rows (T)", Xq.rows(), scores.rows());
+  if (scores.cols() < Xk.rows()) {
+    throw ShapeError(expected_found(
+        what + ": score cols", "at least past + T = " + std::to_string(Xk.rows()), scores.cols()));
+  }
+  if (causal) {
+    const RowMatrix<T> f = -times_d(Xq);  // [T, d]
+    causal_product<T>(f, Xk, scores, past, true);
+  } else {
+    scores.noalias() -= times_d(Xq) * Xk.transpose();
+  }
+}
+}  // namespace detail
+
 /// D = diag(softplus θ) with θ [d] (D fixed at compile time or Dynamic). The diagonal is
 /// computed once, at construction on the host, with the backend's softplus kernel; θ and the
 /// diagonal are kept as the backend's vectors [1, d] (storage_traits<Backend, T>::vector).
@@ -103,39 +134,15 @@ class DiagonalFilter {
   void subtract_scores(const Eigen::Ref<const Activations<T>>& Xq,
                        const Eigen::Ref<const Activations<T>>& Xk, Eigen::Ref<RowMatrix<T>> scores,
                        Index past) const requires backend::is_host<Backend> {
-    check_subtract("DiagonalFilter::subtract_scores", features(), Xq, Xk, scores, past);
-    const RowMatrix<T> f = -(Xq.array().rowwise() * diagonal_.array()).matrix();
-    detail::causal_product<T>(f, Xk, scores, past, true);
+    detail::subtract_filter_scores<T>("DiagonalFilter::subtract_scores", features(), Xq, Xk, scores,
+                                      past, true, [this](const auto& x) { return times_d(x); });
   }
 
   /// scores(i, j) −= x_i D x_jᵀ for X [T, d], scores [T, T]: only j <= i when causal, else all.
   void subtract_scores(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<RowMatrix<T>> scores,
                        bool causal) const requires backend::is_host<Backend> {
-    if (causal) {
-      subtract_scores(X, X, scores, 0);
-      return;
-    }
-    check_subtract("DiagonalFilter::subtract_scores", features(), X, X, scores, 0);
-    scores.noalias() -= (X.array().rowwise() * diagonal_.array()).matrix() * X.transpose();
-  }
-
-  /// Shared shape checks of subtract_scores (also used by ScalarFilter; width 0 = any).
-  static void check_subtract(const std::string& what, Index width,
-                             const Eigen::Ref<const Activations<T>>& Xq,
-                             const Eigen::Ref<const Activations<T>>& Xk,
-                             const Eigen::Ref<RowMatrix<T>>& scores, Index past) {
-    if (width > 0)
-      check_dim(what + ": query width (d)", width, Xq.cols());
-    check_dim(what + ": key width (d)", Xq.cols(), Xk.cols());
-    if (past < 0)
-      throw ArgumentError(detail::expected_found(what + ": past", "a value >= 0", past));
-    check_dim(what + ": key rows (past + T)", past + Xq.rows(), Xk.rows());
-    check_dim(what + ": score rows (T)", Xq.rows(), scores.rows());
-    if (scores.cols() < Xk.rows()) {
-      throw ShapeError(detail::expected_found(what + ": score cols",
-                                              "at least past + T = " + std::to_string(Xk.rows()),
-                                              scores.cols()));
-    }
+    detail::subtract_filter_scores<T>("DiagonalFilter::subtract_scores", features(), X, X, scores,
+                                      0, causal, [this](const auto& x) { return times_d(x); });
   }
 
  private:
@@ -146,6 +153,11 @@ class DiagonalFilter {
     if (theta.size() == 0)
       throw ShapeError(detail::expected_found("DiagonalFilter: theta size", "d >= 1", 0));
     return theta;
+  }
+
+  /// X D [T, d] (X's width checked by the caller).
+  RowMatrix<T> times_d(const Eigen::Ref<const Activations<T>>& X) const {
+    return (X.array().rowwise() * diagonal_.array()).matrix();
   }
 
   Vector theta_;
@@ -225,26 +237,22 @@ class ScalarFilter {
   void subtract_scores(const Eigen::Ref<const Activations<T>>& Xq,
                        const Eigen::Ref<const Activations<T>>& Xk, Eigen::Ref<RowMatrix<T>> scores,
                        Index past) const requires backend::is_host<Backend> {
-    DiagonalFilter<T, Dynamic, Backend>::check_subtract("ScalarFilter::subtract_scores", 0, Xq, Xk,
-                                                        scores, past);
-    const RowMatrix<T> f = -value_ * Xq;
-    detail::causal_product<T>(f, Xk, scores, past, true);
+    detail::subtract_filter_scores<T>("ScalarFilter::subtract_scores", 0, Xq, Xk, scores, past,
+                                      true, [this](const auto& x) { return times_d(x); });
   }
 
   /// scores(i, j) −= softplus(θ) x_i·x_j for X [T, d]: only j <= i when causal, else all.
   void subtract_scores(const Eigen::Ref<const Activations<T>>& X, Eigen::Ref<RowMatrix<T>> scores,
                        bool causal) const requires backend::is_host<Backend> {
-    if (causal) {
-      subtract_scores(X, X, scores, 0);
-      return;
-    }
-    DiagonalFilter<T, Dynamic, Backend>::check_subtract("ScalarFilter::subtract_scores", 0, X, X,
-                                                        scores, 0);
-    scores.noalias() -= (value_ * X) * X.transpose();
+    detail::subtract_filter_scores<T>("ScalarFilter::subtract_scores", 0, X, X, scores, 0, causal,
+                                      [this](const auto& x) { return times_d(x); });
   }
 
  private:
   ScalarFilter(T theta, T value) : theta_(theta), value_(value) {}
+
+  /// softplus(θ) X [T, d].
+  RowMatrix<T> times_d(const Eigen::Ref<const Activations<T>>& X) const { return value_ * X; }
 
   T theta_ = T(0);
   T value_ = T(0);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "nlb/attention/dense_attention.hpp"
+#include "nlb/attention/detail/cache_append.hpp"
 #include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
 #include "nlb/core/context.hpp"
@@ -186,15 +187,8 @@ class FactoredAttention {
       return;
     ws.values.resize(rows, d);
     ops::gemm_bias(ctx, X, w_v_, b_v_, ws.values, ws.scratch);  // [T, d]
-    const Index span = past + rows;  // S: every position a new token may attend to
-    if (cache) {
-      ops::copy(ctx, X, cache->keys.middleRows(past, rows));
-      ops::copy(ctx, ws.values, cache->values.middleRows(past, rows));
-      cache->length = span;
-    }
-    const ConstView keys = cache ? ConstView(cache->keys.topRows(span)) : X;  // [S, d]
-    const ConstView values =
-        cache ? ConstView(cache->values.topRows(span)) : ConstView(ws.values);  // [S, d]
+    // keys and values [S, d]: S = past + T, every position a new token may attend to
+    const auto [span, keys, values] = detail::append_raw_rows(ctx, X, ws.values, cache, past);
     const Index total = w_query_.cols();
     ws.fq.resize(rows, total);
     ops::gemm_bias(ctx, X, w_query_, b_query_, ws.fq, ws.scratch);  // [T, W]

@@ -2,6 +2,7 @@
 // memory space the model runs in (host RowMatrix, device DeviceMatrix; nlb/core/storage.hpp).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -60,6 +61,15 @@ template <class T, class Backend>
 using KVCacheLayerOf = KVCacheLayer<T, typename Backend::memory_space>;
 
 namespace detail {
+/// Grows the work matrix m to at least [rows, cols] (keeping the larger of each size), so that a
+/// buffer whose shape follows a growing KV cache, or the widest of the layers sharing a
+/// workspace, allocates once (Eigen's resize reallocates whenever the size changes); its users
+/// take views (topRows / leftCols). Contents are unspecified after growing.
+template <class M>
+void grow_to(M& m, Index rows, Index cols) {
+  if (m.rows() < rows || m.cols() < cols)
+    m.resize(std::max<Index>(m.rows(), rows), std::max<Index>(m.cols(), cols));
+}
 
 /// The checks every attention kind makes at the start of forward(ctx, X, Y, ws, cache): X and
 /// Y [T, d], and a cache of width d with room for T more positions. Returns the cached length

@@ -12,7 +12,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "nlb/attention/dense_attention.hpp"
+#include "nlb/attention/attention_weights.hpp"
+#include "nlb/attention/detail/projected_heads.hpp"
 #include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
 #include "nlb/core/context.hpp"
@@ -54,28 +55,18 @@ void linear_attention_head(const Context<Backend>& ctx, const Eigen::Ref<const R
 /// No KV cache: the recurrent state would be the cache; forward throws ArgumentError when given
 /// one. The matrices are kept in the backend's weight storage, as DenseAttention's.
 template <class T, int D = Dynamic, class Backend = backend::cpu>
-class LinearAttention {
-  using Storage = storage_traits<Backend, T>;
+class LinearAttention : public detail::ProjectedHeads<T, D, Backend> {
+  using Base = detail::ProjectedHeads<T, D, Backend>;
 
  public:
-  using Scalar = T;
-  using backend_type = Backend;
-  static constexpr int size = D;
-  using Input = typename Storage::template activations<D>;
-  using Output = typename Storage::template activations<D>;
-  using ConstView = typename Storage::const_view;  // width-Dynamic, as in DenseAttention
-  using View = typename Storage::view;
-  using Weights = typename Backend::weights;  // storage of w_qkv and w_out
+  using typename Base::ConstView;
+  using typename Base::View;
   template <class B>
   using on_backend = LinearAttention<T, D, B>;
 
   /// Scratch memory for forward(); reuse it across calls: a call with no more rows than an
-  /// earlier one allocates nothing.
-  struct Workspace {
-    typename Storage::template activations<> qkv;       // [T, 3d]
-    typename Storage::template activations<D> context;  // [T, d]
-    ops::Scratch<Backend, T> scratch;  // packing buffers, rotary tables, prefix-sum state
-  };
+  /// earlier one allocates nothing (its scratch also holds the prefix-sum state).
+  struct Workspace : Base::ProjectionWorkspace {};
 
   LinearAttention() = default;
 
@@ -86,22 +77,14 @@ class LinearAttention {
   requires backend::is_host<Backend> LinearAttention(AttentionWeights<T, D, From> weights,
                                                      Index n_heads, Index rotary_dims = 0,
                                                      double rotary_base = 10000.0)
-      : w_(to_weight_storage<Weights>(std::move(weights))),
-        n_heads_(n_heads),
-        rotary_dims_(rotary_dims),
-        rotary_base_(rotary_base) {
-    detail::check_attention_weights<D>("LinearAttention", w_, n_heads, rotary_dims);
-  }
+      : Base("LinearAttention", std::move(weights), n_heads, rotary_dims, rotary_base) {}
 
   /// The same attention on another backend: the weights copied into this backend's storage
   /// (uploaded once for backend::cuda). O(d²).
   template <class From>
   requires(!std::is_same_v<From, Backend>) explicit LinearAttention(
       const LinearAttention<T, D, From>& from)
-      : w_(detail::copy_attention_weights<Backend>(from.weights())),
-        n_heads_(from.heads()),
-        rotary_dims_(from.rotary_dims()),
-        rotary_base_(from.rotary_base()) {}
+      : Base(from) {}
 
   /// Y = linear_attention(X) over positions [0, T), X, Y [T, d] (Y must not alias X). `cache`
   /// must be null (ArgumentError otherwise: incremental decoding with linear attention is not
@@ -112,34 +95,20 @@ class LinearAttention {
       throw ArgumentError(detail::expected_found("LinearAttention::forward: KV cache",
                                                  "none (not supported)", "a cache"));
     }
-    const Index d = features(), rows = X.rows();
+    const Index d = this->features(), rows = X.rows();
     detail::check_attention_call("LinearAttention::forward", d, X, Y, cache);
     if (rows == 0)
       return;
     ws.qkv.resize(rows, 3 * d);
-    ops::gemm_bias(ctx, X, w_.w_qkv, w_.b_qkv, ws.qkv, ws.scratch);  // [T, 3d]
-    ops::rotate_queries_keys(ctx, ws.qkv.leftCols(2 * d), n_heads_, rotary_dims_, 0, rotary_base_,
-                             ws.scratch);
+    ops::gemm_bias(ctx, X, this->w_.w_qkv, this->w_.b_qkv, ws.qkv, ws.scratch);  // [T, 3d]
+    ops::rotate_queries_keys(ctx, ws.qkv.leftCols(2 * d), this->n_heads_, this->rotary_dims_, 0,
+                             this->rotary_base_, ws.scratch);
     ops::transform(ctx, ws.qkv.leftCols(2 * d), kernels::EluFeatureOp{});  // φ on Q and K
     ws.context.resize(rows, d);
     ops::linear_attention(ctx, ws.qkv.leftCols(d), ws.qkv.middleCols(d, d),
-                          ws.qkv.middleCols(2 * d, d), ws.context, n_heads_, ws.scratch);
-    ops::gemm_bias(ctx, ws.context, w_.w_out, w_.b_out, Y, ws.scratch);  // [T, d]
+                          ws.qkv.middleCols(2 * d, d), ws.context, this->n_heads_, ws.scratch);
+    ops::gemm_bias(ctx, ws.context, this->w_.w_out, this->w_.b_out, Y, ws.scratch);  // [T, d]
   }
-
-  Index features() const { return w_.w_out.rows(); }
-  Index heads() const { return n_heads_; }
-  Index head_dim() const { return n_heads_ > 0 ? features() / n_heads_ : 0; }
-  Index rotary_dims() const { return rotary_dims_; }
-  double rotary_base() const { return rotary_base_; }
-  /// The weights in this backend's storage.
-  const AttentionWeights<T, D, Weights>& weights() const { return w_; }
-
- private:
-  AttentionWeights<T, D, Weights> w_;
-  Index n_heads_ = 0;
-  Index rotary_dims_ = 0;
-  double rotary_base_ = 10000.0;
 };
 
 }  // namespace nlb

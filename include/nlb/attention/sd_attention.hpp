@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nlb/attention/dense_attention.hpp"
+#include "nlb/attention/detail/cache_append.hpp"
 #include "nlb/attention/diagonal_filter.hpp"
 #include "nlb/attention/kv_cache.hpp"
 #include "nlb/attention/skew_routing.hpp"
@@ -139,16 +140,10 @@ class SDAttention {
       return;
     ws.values.resize(rows, d);
     ops::gemm_bias(ctx, X, w_v_, b_v_, ws.values, ws.scratch);  // [T, d]
-    const Index span = past + rows;  // S: every position a new token may attend to
-    if (cache) {
-      ops::copy(ctx, X, cache->keys.middleRows(past, rows));
-      ops::copy(ctx, ws.values, cache->values.middleRows(past, rows));
-      cache->length = span;
+    // keys and values [S, d]: S = past + T, every position a new token may attend to
+    const auto [span, keys, values] = detail::append_raw_rows(ctx, X, ws.values, cache, past);
+    if (cache)
       reserve_features(ctx, ws, cache->capacity());  // once: S grows with every decoded token
-    }
-    const ConstView keys = cache ? ConstView(cache->keys.topRows(span)) : X;  // [S, d]
-    const ConstView values =
-        cache ? ConstView(cache->values.topRows(span)) : ConstView(ws.values);  // [S, d]
 
     const T scale = T(1) / std::sqrt(static_cast<T>(dh));
     ws.lq.resize(rows, d + max_rank_);

@@ -304,4 +304,12 @@ inline ModelConfig read_hf_config(const std::filesystem::path& path) {
   return parse_hf_config(j, path.string());
 }
 
+/// The config of model directory `dir` (`dir`/config.json, as read_hf_config reads it).
+/// FormatError when `dir` is not a directory or its config does not parse.
+inline ModelConfig read_model_directory_config(const std::filesystem::path& dir) {
+  if (!std::filesystem::is_directory(dir))
+    throw FormatError(dir.string() + ": not a model directory");
+  return read_hf_config(dir / "config.json");
+}
+
 }  // namespace nlb

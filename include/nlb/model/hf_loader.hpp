@@ -26,10 +26,7 @@ namespace nlb {
 /// naming file, tensor, expected and found.
 template <class T, class S = storage::f32>
 ModelWeights<T, S> load_model_weights(const std::filesystem::path& dir) {
-  if (!std::filesystem::is_directory(dir)) {
-    throw FormatError(dir.string() + ": not a model directory");
-  }
-  const ModelConfig config = read_hf_config(dir / "config.json");
+  const ModelConfig config = read_model_directory_config(dir);
   if (config.architecture == Architecture::nlb_sd) {
     throw ArgumentError(detail::expected_found(
         "load_model_weights: " + dir.string(), "a GPT-2 or GPT-NeoX model (dense attention)",

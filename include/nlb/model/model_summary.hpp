@@ -57,11 +57,8 @@ struct ModelSummary {
 /// model.safetensors.index.json lists), validating them as a load would; no tensor data is
 /// read. Throws FormatError naming the file, entry, expected and found. O(header sizes).
 inline ModelSummary summarize_model(const std::filesystem::path& dir) {
-  if (!std::filesystem::is_directory(dir)) {
-    throw FormatError(dir.string() + ": not a model directory");
-  }
   ModelSummary s;
-  s.config = read_hf_config(dir / "config.json");
+  s.config = read_model_directory_config(dir);
   const detail::TensorSource source(dir);
   for (const auto& file : source.files()) {
     s.files.push_back(

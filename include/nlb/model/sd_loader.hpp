@@ -26,10 +26,7 @@ namespace nlb {
 /// config that is not "nlb-sd". Cost: O(parameters).
 template <class T, class Backend = backend::cpu>
 Transformer<T, Backend> load_sd_model(const std::filesystem::path& dir) {
-  if (!std::filesystem::is_directory(dir)) {
-    throw FormatError(dir.string() + ": not a model directory");
-  }
-  const ModelConfig config = read_hf_config(dir / "config.json");
+  const ModelConfig config = read_model_directory_config(dir);
   if (config.architecture != Architecture::nlb_sd) {
     throw FormatError(detail::expected_found((dir / "config.json").string() + ": model_type",
                                              "\"nlb-sd\"", "another model type"));

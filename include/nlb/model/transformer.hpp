@@ -193,10 +193,7 @@ class BasicTransformer {
   void forward(Context<Backend>& ctx, std::span<const std::int32_t> tokens, Logits& logits,
                Workspace& ws, Taps&& taps = {}, Cache* cache = nullptr,
                RouteCounts* counts = nullptr) const {
-    const Index past = cache ? cache->length() : 0;
-    check_cache("Transformer::forward", cache);
-    embed(ctx, tokens, ws.x, ws, past, taps, "Transformer::forward");
-    run_range(ctx, ws.x, 0, layer_count(), ws, {}, cache, taps, [counts](Index) { return counts; });
+    run_all_layers(ctx, tokens, ws.x, ws, taps, cache, counts);
     head(ctx, ws.x, logits, ws);
   }
 
@@ -205,10 +202,7 @@ class BasicTransformer {
   void hidden_states(Context<Backend>& ctx, std::span<const std::int32_t> tokens, Stream& x,
                      Workspace& ws, Taps&& taps = {}, Cache* cache = nullptr,
                      RouteCounts* counts = nullptr) const {
-    const Index past = cache ? cache->length() : 0;
-    check_cache("Transformer::forward", cache);
-    embed(ctx, tokens, x, ws, past, taps, "Transformer::forward");
-    run_range(ctx, x, 0, layer_count(), ws, {}, cache, taps, [counts](Index) { return counts; });
+    run_all_layers(ctx, tokens, x, ws, taps, cache, counts);
     final_norm(ctx, x);
   }
 
@@ -324,6 +318,17 @@ class BasicTransformer {
       check_dim("Transformer: unembedding cols (d)", d, emb_.unembedding.cols());
     }
     check_dim("Transformer: layer count", config_.n_layers, layer_count());
+  }
+
+  /// forward() and hidden_states() up to the final LayerNorm: x [T, d] = every layer's output
+  /// for `tokens` after the cached positions.
+  template <class Taps>
+  void run_all_layers(Context<Backend>& ctx, std::span<const std::int32_t> tokens, Stream& x,
+                      Workspace& ws, Taps& taps, Cache* cache, RouteCounts* counts) const {
+    const Index past = cache ? cache->length() : 0;
+    check_cache("Transformer::forward", cache);
+    embed(ctx, tokens, x, ws, past, taps, "Transformer::forward");
+    run_range(ctx, x, 0, layer_count(), ws, {}, cache, taps, [counts](Index) { return counts; });
   }
 
   template <class Taps>

@@ -1,0 +1,74 @@
+// The weights of a multi-head attention layer in nlbudget's layout (fused Q/K/V projection and
+// output projection), their checks against a width and head count, and their conversions between
+// weight storages and backends. DenseAttention and LinearAttention hold them (PAPERS §B3: the
+// linear attention keeps the dense layer's weights); the loaders fill them.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "nlb/core.hpp"
+#include "nlb/core/storage.hpp"
+
+namespace nlb {
+
+/// Weights of one attention layer in nlbudget's layout (Y = X W + b):
+/// w_qkv [d, 3d] holds the Q, K and V projections side by side (columns [0, d), [d, 2d),
+/// [2d, 3d)); within each, head h owns columns [h·d_h, (h+1)·d_h). This is GPT-2's c_attn
+/// layout; GPT-NeoX's per-head interleaved query_key_value is permuted into it at load time.
+/// The two matrices are kept in storage S (nlb/core/weight_storage.hpp; storage::device on
+/// backend::cuda), the biases in T in S's memory space.
+template <class T, int D = Dynamic, class S = storage::f32>
+struct AttentionWeights {
+  weight_matrix<S, T, D, Dynamic> w_qkv;                        // [d, 3d]
+  typename vector_in<storage::memory_of<S>, T>::type b_qkv;     // [3d]
+  weight_matrix<S, T, D, D> w_out;                              // [d, d]
+  typename vector_in<storage::memory_of<S>, T, D>::type b_out;  // [d]
+};
+
+/// `w` (float matrices, or MappedMatrix views for storage::mapped) with its matrices in host
+/// storage S (moved through when they are in it already). O(d²) for a conversion.
+template <class S, class T, int D, class From>
+AttentionWeights<T, D, S> to_weight_storage(AttentionWeights<T, D, From>&& w) {
+  return {to_weight_storage<S>(std::move(w.w_qkv)), std::move(w.b_qkv),
+          to_weight_storage<S>(std::move(w.w_out)), std::move(w.b_out)};
+}
+
+namespace detail {
+/// ShapeError / ArgumentError unless `w` fits width d (and a compile-time D), `n_heads`
+/// divides d and rotary_dims is even and at most a head's width. `what` names the component.
+template <int D, class W>
+void check_attention_weights(const char* what, const W& w, Index n_heads, Index rotary_dims) {
+  const std::string name = what;
+  const Index d = w.w_out.rows();
+  if constexpr (D != Dynamic)
+    check_dim(name + ": width (compile-time d)", D, d);
+  check_dim(name + ": w_out cols (d)", d, w.w_out.cols());
+  check_dim(name + ": w_qkv rows (d)", d, w.w_qkv.rows());
+  check_dim(name + ": w_qkv cols (3d)", 3 * d, w.w_qkv.cols());
+  check_dim(name + ": b_qkv size (3d)", 3 * d, w.b_qkv.size());
+  check_dim(name + ": b_out size (d)", d, w.b_out.size());
+  if (n_heads <= 0 || d % n_heads != 0) {
+    throw ShapeError(expected_found(name + ": head count",
+                                    "a positive divisor of d = " + std::to_string(d), n_heads));
+  }
+  if (rotary_dims < 0 || rotary_dims % 2 != 0 || rotary_dims > d / n_heads) {
+    throw ArgumentError(
+        expected_found(name + ": rotary dims", "an even number in [0, head dim]", rotary_dims));
+  }
+}
+
+/// `w` (on any backend) copied into Backend's storage: matrices by from_host (uploaded to a
+/// device, converted to 16 bits, …), biases by vector_from_host. O(d²).
+template <class Backend, class T, int D, class From>
+AttentionWeights<T, D, typename Backend::weights> copy_attention_weights(
+    const AttentionWeights<T, D, From>& w) {
+  using Storage = storage_traits<Backend, T>;
+  return {Storage::template from_host<D, Dynamic>(w.w_qkv),
+          Storage::template vector_from_host<Dynamic>(w.b_qkv),
+          Storage::template from_host<D, D>(w.w_out),
+          Storage::template vector_from_host<D>(w.b_out)};
+}
+}  // namespace detail
+
+}  // namespace nlb
