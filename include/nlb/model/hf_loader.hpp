@@ -32,12 +32,10 @@ ModelWeights<T, S> load_model_weights(const std::filesystem::path& dir) {
         "load_model_weights: " + dir.string(), "a GPT-2 or GPT-NeoX model (dense attention)",
         "an \"nlb-sd\" model (S–D attention; load it with load_model)"));
   }
-  detail::TensorSource src(dir);
-  ModelWeights<T, S> w = config.architecture == Architecture::gpt2
-                             ? detail::read_gpt2<T, S>(src, config)
-                             : detail::read_gpt_neox<T, S>(src, config);
-  src.check_all_used();
-  return w;
+  return detail::read_every_tensor(dir, [&config](detail::TensorSource& src) {
+    return config.architecture == Architecture::gpt2 ? detail::read_gpt2<T, S>(src, config)
+                                                     : detail::read_gpt_neox<T, S>(src, config);
+  });
 }
 
 #ifdef NLB_EXTERN_MODEL_INSTANCES

@@ -31,10 +31,9 @@ Transformer<T, Backend> load_sd_model(const std::filesystem::path& dir) {
     throw FormatError(detail::expected_found((dir / "config.json").string() + ": model_type",
                                              "\"nlb-sd\"", "another model type"));
   }
-  detail::TensorSource src(dir);
-  auto model = detail::read_sd_model<T, Backend>(src, config);
-  src.check_all_used();
-  return model;
+  return detail::read_every_tensor(dir, [&config](detail::TensorSource& src) {
+    return detail::read_sd_model<T, Backend>(src, config);
+  });
 }
 
 #ifdef NLB_EXTERN_MODEL_INSTANCES

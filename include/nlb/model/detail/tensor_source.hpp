@@ -232,4 +232,14 @@ MlpWeights<T, S> read_mlp(TensorSource& src, const ModelConfig& c, Index layer,
   return m;
 }
 
+/// read(source) over the safetensors files of model directory `dir`, then FormatError naming a
+/// tensor of them that `read` did not use (the loaders' strictness, docs/model_files.md).
+template <class Read>
+auto read_every_tensor(const std::filesystem::path& dir, Read&& read) {
+  TensorSource source(dir);
+  auto result = read(source);
+  source.check_all_used();
+  return result;
+}
+
 }  // namespace nlb::detail

@@ -5,6 +5,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "nlb/core.hpp"
@@ -72,9 +73,7 @@ inline Eigen::MatrixXd skew_part(const Eigen::MatrixXd& c) {
 /// Smallest count p with Σ_{k<p} w_k ≥ fraction · Σ w (w sorted descending, ≥ 0); 0 for an
 /// all-zero w.
 inline Index count_for_fraction(const std::vector<double>& weights, double fraction) {
-  double total = 0;
-  for (double w : weights)
-    total += w;
+  const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
   if (!(total > 0))
     return 0;
   double sum = 0;
@@ -89,9 +88,7 @@ inline Index count_for_fraction(const std::vector<double>& weights, double fract
 /// exp(H(p)) with p_k = w_k / Σ w (Shannon entropy, natural log; 0·log 0 = 0); 0 for an
 /// all-zero w.
 inline double entropy_effective_rank(const std::vector<double>& weights) {
-  double total = 0;
-  for (double w : weights)
-    total += w;
+  const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
   if (!(total > 0))
     return 0.0;
   double h = 0;
