@@ -52,7 +52,8 @@ void subtract_filter_scores(const std::string& what, Index width,
         what + ": score cols", "at least past + T = " + std::to_string(Xk.rows()), scores.cols()));
   }
   if (causal) {
-    const RowMatrix<T> f = -times_d(Xq);  // [T, d]
+    RowMatrix<T> f = times_d(Xq);  // [T, d]
+    f = -f;                        // in place: one [T, d] buffer per call
     causal_product<T>(f, Xk, scores, past, true);
   } else {
     scores.noalias() -= times_d(Xq) * Xk.transpose();
