@@ -2,7 +2,7 @@
 # The prepared check for a GPU machine (docs/cuda.md). Two steps, because the GPU machine has the
 # CUDA toolkit but no Debian -dev packages and no network, and a session gets it for minutes:
 #
-#   scripts/gpu-check.sh prepare   here (nvcc, Debian packages; not yet run by CI, docs/cuda.md):
+#   scripts/gpu-check.sh prepare   here (nvcc, Debian packages; CI runs it, docs/cuda.md):
 #                                  builds the CUDA suites and bench_cuda into build/gpu and
 #                                  gathers into build/gpu/bundle what must travel: the stripped
 #                                  binaries and the shared libraries the GPU image lacks
@@ -45,7 +45,9 @@ build_bundle() {
     -DNLB_ISA_FLAGS= -DNLB_GEMM_PROVIDER="$provider" \
     -DNLB_BUILD_DOC_EXAMPLES=OFF -DNLB_BUILD_NUMERICS_TESTS=OFF -DNLB_BUILD_EXAMPLES=OFF \
     -DNLB_BUILD_TOOLS=OFF -DNLB_BUILD_BENCHMARKS=ON >/dev/null || return 1
-  cmake --build build/gpu --target "${programs[@]}" -j "$(nproc)" || return 1
+  # One target for the four programs: make builds them two at a time (four goals would be built
+  # one after another, each a single translation unit on one core).
+  cmake --build build/gpu --target nlb_gpu_check_programs -j "$(nproc)" || return 1
   rm -rf "$bundle" && mkdir -p "$bundle/lib" || return 1
   local program binary
   for program in "${programs[@]}"; do
