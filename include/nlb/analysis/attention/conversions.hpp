@@ -46,8 +46,13 @@ struct HeadForm {
 };
 
 /// The form of a standard head from its factors W̃_Q, W̃_K [n, d_h] (head_score_factors).
-inline HeadForm standard_head_form(const Eigen::MatrixXd& fq, const Eigen::MatrixXd& fk, Index d) {
-  const detail::SpanForm span = detail::span_form(fq, fk);
+/// (`Matrix` is always Eigen::MatrixXd and never deduced: a template only so that Eigen's
+/// decompositions are compiled where the function is called, detail/spectrum_linalg.hpp; so are
+/// sd_head_form and truncate_skew.)
+template <class Matrix = Eigen::MatrixXd>
+HeadForm standard_head_form(const detail::DenseOf<Matrix>& fq, const detail::DenseOf<Matrix>& fk,
+                            Index d) {
+  const detail::SpanForm span = detail::span_form<Matrix>(fq, fk);
   HeadForm f;
   f.basis = span.basis;
   f.skew = detail::skew_part(span.core);
@@ -59,15 +64,16 @@ inline HeadForm standard_head_form(const Eigen::MatrixXd& fq, const Eigen::Matri
 
 /// The form of an S–D head: S = U Vᵀ − V Uᵀ (U, V [d, r]) in the span of [U V], and −D with
 /// D = diag(filter) (filter [d]).
-inline HeadForm sd_head_form(const Eigen::MatrixXd& u, const Eigen::MatrixXd& v,
-                             const Eigen::VectorXd& filter) {
+template <class Matrix = Eigen::MatrixXd>
+HeadForm sd_head_form(const detail::DenseOf<Matrix>& u, const detail::DenseOf<Matrix>& v,
+                      const Eigen::VectorXd& filter) {
   check_dim("sd_head_form: V rows (d)", u.rows(), v.rows());
   check_dim("sd_head_form: V cols (r)", u.cols(), v.cols());
   check_dim("sd_head_form: filter size (d)", u.rows(), filter.size());
   Eigen::MatrixXd uv(u.rows(), 2 * u.cols());
   uv << u, v;
   HeadForm f;
-  f.basis = detail::orthonormal_span(uv);
+  f.basis = detail::orthonormal_span<Matrix>(uv);
   const Eigen::MatrixXd bu = f.basis.transpose() * u, bv = f.basis.transpose() * v;
   f.skew = bu * bv.transpose() - bv * bu.transpose();
   f.sym = Eigen::MatrixXd::Zero(f.skew.rows(), f.skew.cols());
@@ -80,13 +86,14 @@ inline HeadForm sd_head_form(const Eigen::MatrixXd& u, const Eigen::MatrixXd& v,
 /// norm (rank even, 0 ≤ rank; ranks ≥ max_skew_rank() keep it unchanged): the truncated SVD of
 /// C_skew (its singular values come in equal pairs, so keeping whole pairs keeps whole planes),
 /// made exactly skew-symmetric again. O(m³). ArgumentError for an odd or negative rank.
-inline HeadForm truncate_skew(HeadForm f, Index rank) {
+template <class Matrix = Eigen::MatrixXd>
+HeadForm truncate_skew(HeadForm f, Index rank) {
   if (rank < 0 || rank % 2 != 0) {
     throw ArgumentError(detail::expected_found("truncate_skew: rank", "an even number >= 0", rank));
   }
   if (rank >= f.max_skew_rank())
     return f;
-  const Eigen::JacobiSVD<Eigen::MatrixXd> svd(f.skew, Eigen::ComputeFullU | Eigen::ComputeFullV);
+  const Eigen::JacobiSVD<Matrix> svd(f.skew, Eigen::ComputeFullU | Eigen::ComputeFullV);
   const Eigen::MatrixXd kept = svd.matrixU().leftCols(rank) *
                                svd.singularValues().head(rank).asDiagonal() *
                                svd.matrixV().leftCols(rank).transpose();

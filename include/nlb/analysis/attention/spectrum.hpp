@@ -76,9 +76,10 @@ struct HeadSpectrum {
 
 namespace detail {
 
-inline SkewSpectrum skew_spectrum_of(const Eigen::MatrixXd& skew, double fraction) {
+template <class Matrix = Eigen::MatrixXd>  // a template only to defer the SVD (spectrum_linalg.hpp)
+SkewSpectrum skew_spectrum_of(const DenseOf<Matrix>& skew, double fraction) {
   SkewSpectrum s;
-  s.plane_values = skew_plane_values(skew);
+  s.plane_values = skew_plane_values<Matrix>(skew);
   std::vector<double> squares;
   for (double v : s.plane_values)
     squares.push_back(v * v);
@@ -120,19 +121,23 @@ inline double skew_fraction(double skew_energy, double sym_energy) {
 /// first (detail::used_coordinates; they carry no part of M), so span_dim = min(n', 2w) with n'
 /// the rows left. `fraction` is the energy share of the "planes for 90%" and "rank for 90%"
 /// counts. Throws ShapeError when F_q and F_k differ in shape.
-inline HeadSpectrum bilinear_spectrum(const Eigen::MatrixXd& fq, const Eigen::MatrixXd& fk,
-                                      double fraction = 0.9) {
+/// (`Matrix` is always Eigen::MatrixXd and never deduced: a template only so that Eigen's
+/// decompositions are compiled where the function is called, detail/spectrum_linalg.hpp.)
+template <class Matrix = Eigen::MatrixXd>
+HeadSpectrum bilinear_spectrum(const detail::DenseOf<Matrix>& fq, const detail::DenseOf<Matrix>& fk,
+                               double fraction = 0.9) {
   const std::vector<Index> used = detail::used_coordinates(fq, fk);
   const bool all_used = static_cast<Index>(used.size()) == fq.rows();
-  const detail::SpanForm form = all_used
-                                    ? detail::span_form(fq, fk)
-                                    : detail::span_form(fq(used, Eigen::all), fk(used, Eigen::all));
+  const detail::SpanForm form =
+      all_used ? detail::span_form<Matrix>(fq, fk)
+               : detail::span_form<Matrix>(fq(used, Eigen::all), fk(used, Eigen::all));
   HeadSpectrum h;
   h.kind = HeadKind::standard;
   h.span_dim = form.core.rows();
-  h.skew = detail::skew_spectrum_of(detail::skew_part(form.core), fraction);
+  h.skew = detail::skew_spectrum_of<Matrix>(detail::skew_part(form.core), fraction);
   h.symmetric = detail::symmetric_spectrum_of(
-      detail::symmetric_eigenvalues_by_magnitude(detail::symmetric_part(form.core)), fraction);
+      detail::symmetric_eigenvalues_by_magnitude<Matrix>(detail::symmetric_part(form.core)),
+      fraction);
   h.skew_energy_fraction = detail::skew_fraction(h.skew.energy, h.symmetric.energy);
   return h;
 }
@@ -140,8 +145,11 @@ inline HeadSpectrum bilinear_spectrum(const Eigen::MatrixXd& fq, const Eigen::Ma
 /// Spectrum of an S–D head (PAPERS §B2): skew part S = U Vᵀ − V Uᵀ (U, V [d, r]; reduced to the
 /// span of [U V], O(d r² + r³)) and symmetric part −D with D = diag(filter) (filter [d], the
 /// softplus(θ) values, ≥ 0). Throws ShapeError on mismatched shapes.
-inline HeadSpectrum skew_diagonal_spectrum(const Eigen::MatrixXd& u, const Eigen::MatrixXd& v,
-                                           const Eigen::VectorXd& filter, double fraction = 0.9) {
+/// (`Matrix`: as for bilinear_spectrum.)
+template <class Matrix = Eigen::MatrixXd>
+HeadSpectrum skew_diagonal_spectrum(const detail::DenseOf<Matrix>& u,
+                                    const detail::DenseOf<Matrix>& v, const Eigen::VectorXd& filter,
+                                    double fraction = 0.9) {
   check_dim("skew_diagonal_spectrum: V rows (d)", u.rows(), v.rows());
   check_dim("skew_diagonal_spectrum: V cols (r)", u.cols(), v.cols());
   check_dim("skew_diagonal_spectrum: filter size (d)", u.rows(), filter.size());
@@ -149,13 +157,13 @@ inline HeadSpectrum skew_diagonal_spectrum(const Eigen::MatrixXd& u, const Eigen
   Eigen::MatrixXd uv(u.rows(), 2 * u.cols());
   uv << u, v;
   detail::SpanForm form;
-  form.basis = detail::orthonormal_span(uv);
+  form.basis = detail::orthonormal_span<Matrix>(uv);
   const Eigen::MatrixXd bu = form.basis.transpose() * u, bv = form.basis.transpose() * v;
   form.core = bu * bv.transpose() - bv * bu.transpose();
   HeadSpectrum h;
   h.kind = HeadKind::skew_diagonal;
   h.span_dim = form.core.rows();
-  h.skew = detail::skew_spectrum_of(detail::skew_part(form.core), fraction);
+  h.skew = detail::skew_spectrum_of<Matrix>(detail::skew_part(form.core), fraction);
   std::vector<double> minus_d(static_cast<std::size_t>(filter.size()));
   for (Index i = 0; i < filter.size(); ++i)
     minus_d[static_cast<std::size_t>(i)] = -filter(i);

@@ -6,11 +6,23 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "nlb/core.hpp"
 
 namespace nlb::detail {
+
+// The functions that run one of Eigen's decompositions (QR, SVD, symmetric eigensolver), and every
+// inline function of the attention analyses that calls one, are templates over `Matrix`, which
+// is always Eigen::MatrixXd: it is never deduced (the arguments are DenseOf<Matrix>, a non-deduced
+// context) and only defers the work. Why: a plain inline function makes every translation unit
+// that includes it instantiate the decompositions it calls, whether the unit calls it or not —
+// 4 to 5 s of GCC's front end each (measured: <Eigen/Dense> alone 2.0 s, with one JacobiSVD
+// 5.8 s, with one SelfAdjointEigenSolver 6.2 s, -fsyntax-only) — and most of the tests and tools
+// that include the analysis headers call none of them.
+template <class Matrix>
+using DenseOf = std::type_identity_t<Matrix>;
 
 /// A bilinear form M = F_q F_kᵀ (n × n, F_q and F_k n × w) written as M = B C Bᵀ with B
 /// (n × m) orthonormal columns spanning col([F_q F_k]) and C = (Bᵀ F_q)(Bᵀ F_k)ᵀ (m × m),
@@ -24,22 +36,24 @@ struct SpanForm {
 /// Thin orthonormal basis of a space containing col(A) (A n × c): the first min(n, c) columns
 /// of Q from a Householder QR of A. When A is rank-deficient the basis is larger than col(A),
 /// which keeps the reduction exact (it only needs col(A) ⊆ col(B)). O(n c²).
-inline Eigen::MatrixXd orthonormal_span(const Eigen::MatrixXd& a) {
+template <class Matrix = Eigen::MatrixXd>
+Matrix orthonormal_span(const DenseOf<Matrix>& a) {
   const Index n = a.rows(), m = std::min(a.rows(), a.cols());
   if (m == 0)
-    return Eigen::MatrixXd(n, 0);
-  const Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
-  return qr.householderQ() * Eigen::MatrixXd::Identity(n, m);
+    return Matrix(n, 0);
+  const Eigen::HouseholderQR<Matrix> qr(a);
+  return qr.householderQ() * Matrix::Identity(n, m);
 }
 
 /// The span form of F_q F_kᵀ. O(n w²).
-inline SpanForm span_form(const Eigen::MatrixXd& fq, const Eigen::MatrixXd& fk) {
+template <class Matrix = Eigen::MatrixXd>
+SpanForm span_form(const DenseOf<Matrix>& fq, const DenseOf<Matrix>& fk) {
   check_dim("span_form: key factor rows (n)", fq.rows(), fk.rows());
   check_dim("span_form: key factor cols (w)", fq.cols(), fk.cols());
   Eigen::MatrixXd both(fq.rows(), fq.cols() + fk.cols());
   both << fq, fk;
   SpanForm s;
-  s.basis = orthonormal_span(both);
+  s.basis = orthonormal_span<Matrix>(both);
   s.core = (s.basis.transpose() * fq) * (s.basis.transpose() * fk).transpose();
   return s;
 }
@@ -105,8 +119,9 @@ inline double entropy_effective_rank(const std::vector<double>& weights) {
 /// are ±iσ_k, so its singular values come in equal pairs (σ_1, σ_1, σ_2, σ_2, …). Returns
 /// (s_{2k} + s_{2k+1}) / 2 for k < ⌊m/2⌋, descending (an odd m leaves one zero singular value,
 /// dropped). JacobiSVD: O(m³), m ≤ 2·d_h.
-inline std::vector<double> skew_plane_values(const Eigen::MatrixXd& skew) {
-  const Eigen::JacobiSVD<Eigen::MatrixXd> svd(skew);
+template <class Matrix = Eigen::MatrixXd>
+std::vector<double> skew_plane_values(const DenseOf<Matrix>& skew) {
+  const Eigen::JacobiSVD<Matrix> svd(skew);
   const Eigen::VectorXd s = svd.singularValues();
   std::vector<double> planes;
   for (Index k = 0; 2 * k + 1 < s.size(); ++k)
@@ -115,11 +130,12 @@ inline std::vector<double> skew_plane_values(const Eigen::MatrixXd& skew) {
 }
 
 /// Eigenvalues of a real symmetric matrix, sorted by |λ| descending (ties: larger λ first).
-inline std::vector<double> symmetric_eigenvalues_by_magnitude(const Eigen::MatrixXd& sym) {
+template <class Matrix = Eigen::MatrixXd>
+std::vector<double> symmetric_eigenvalues_by_magnitude(const DenseOf<Matrix>& sym) {
   std::vector<double> values;
   if (sym.rows() == 0)
     return values;
-  const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(sym, Eigen::EigenvaluesOnly);
+  const Eigen::SelfAdjointEigenSolver<Matrix> eig(sym, Eigen::EigenvaluesOnly);
   for (Index i = 0; i < eig.eigenvalues().size(); ++i)
     values.push_back(eig.eigenvalues()(i));
   std::stable_sort(values.begin(), values.end(), [](double a, double b) {
