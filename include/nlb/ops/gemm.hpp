@@ -129,8 +129,9 @@ inline constexpr Index small_gemm_max_rows = xsimd::batch<float, Arch>::size == 
 // untransposed row-major rhs with unit inner strides, 2 … small_gemm_max_rows rows, at least two
 // columns, and a context that allows it. With more than one thread in the context the columns
 // are split over the threads in ranges of whole register tiles (split_output_ranges); a program
-// without OpenMP leaves such products to the provider's own threads. False (nothing done)
-// otherwise.
+// without OpenMP leaves such products to the provider's own threads, unless the provider's
+// library cannot take them (provider_usable): Eigen would then run them on one thread as well,
+// slower than the kernel. False (nothing done) otherwise.
 template <class Backend, class Dst, class Lhs, class Rhs>
 bool try_small_gemm(const Context<Backend>& ctx, Dst& dst, const Lhs& lhs, const Rhs& rhs,
                     bool accumulate) {
@@ -147,7 +148,7 @@ bool try_small_gemm(const Context<Backend>& ctx, Dst& dst, const Lhs& lhs, const
         !ctx.small_gemm())
       return false;
 #if !defined(_OPENMP)
-    if (ctx.threads() > 1)
+    if (ctx.threads() > 1 && provider_usable(typename Backend::gemm{}))
       return false;
 #endif
     BlasMatrix<const T> a, b;
