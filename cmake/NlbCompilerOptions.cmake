@@ -29,7 +29,12 @@ endfunction()
 # In-tree programs that load models link the model code compiled once (tools/instances) instead
 # of compiling it in each translation unit (nlb/model/model_instances.hpp). Benchmarks do not:
 # they measure the code as a consumer compiles it, some with OpenMP.
+# NLB_MODEL_INSTANCES=OFF (the portable preset, whose suites are kernels and components: one of
+# them includes a model block) compiles what a target uses in its own translation units instead.
 function(nlb_use_model_instances target)
+  if(NOT NLB_MODEL_INSTANCES)
+    return()
+  endif()
   target_compile_definitions(${target} PRIVATE NLB_EXTERN_MODEL_INSTANCES
                                                 NLB_EXTERN_ANALYSIS_INSTANCES)
   target_link_libraries(${target} PRIVATE nlb_model_instances)
