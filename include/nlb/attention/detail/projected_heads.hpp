@@ -11,6 +11,7 @@
 
 #include "nlb/attention/attention_weights.hpp"
 #include "nlb/core.hpp"
+#include "nlb/core/detail/component_types.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/ops/scratch.hpp"
 
@@ -19,20 +20,13 @@ namespace nlb::detail {
 /// Attention<T, D, Backend> is the deriving class; it names itself in `kind_name` (the messages'
 /// class name).
 template <template <class, int, class> class Attention, class T, int D, class Backend>
-class ProjectedHeads {
+class ProjectedHeads : public ComponentTypes<T, Backend> {
   using Storage = storage_traits<Backend, T>;
 
  public:
-  using Scalar = T;
-  using backend_type = Backend;
   static constexpr int size = D;
   using Input = typename Storage::template activations<D>;
   using Output = typename Storage::template activations<D>;
-  // Arguments bind as width-Dynamic views, never as fixed-width ones: a fixed-width Eigen::Ref
-  // bound to data of another width is undefined behaviour in release builds (Eigen only
-  // asserts), so the width could not be checked. With these the check in forward() is real.
-  using ConstView = typename Storage::const_view;
-  using View = typename Storage::view;
   using Weights = typename Backend::weights;  // storage of w_qkv and w_out
   template <class B>
   using on_backend = Attention<T, D, B>;
