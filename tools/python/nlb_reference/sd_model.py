@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from . import safetensors_io
+from . import hf_layout, safetensors_io
 from .models import Gpt2Mlp, _record
 from .sd_attention import SDAttention
 
@@ -247,9 +247,7 @@ def save_model_dir(model: SDLMHeadModel, directory, dtype=torch.float32) -> dict
     os.makedirs(directory, exist_ok=True)
     tensors = {name: t.detach().to(dtype) for name, t in model.file_state_dict().items()}
     safetensors_io.write(os.path.join(directory, "model.safetensors"), tensors, {"format": "pt"})
-    names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
-    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
-        f.write(json.dumps(model.config.to_hf(names[dtype]), indent=2, sort_keys=True) + "\n")
+    hf_layout.write_config(os.path.join(directory, "config.json"), model.config.to_hf(hf_layout.DTYPE_NAMES[dtype]))
     return tensors
 
 
@@ -259,17 +257,6 @@ def load_model_dir(directory, dtype=torch.float64):
         config = SDConfig.from_hf(json.load(f))
     tensors, _ = safetensors_io.read(os.path.join(directory, "model.safetensors"))
     model = SDLMHeadModel(config)
-    expected = model.file_state_dict()
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    if missing or unexpected:
-        raise ValueError(f"{directory}: missing tensors {missing}, unexpected tensors {unexpected}")
-    for name, t in tensors.items():
-        if tuple(t.shape) != tuple(expected[name].shape):
-            raise ValueError(
-                f"{directory}: tensor {name} has shape {list(t.shape)}, expected {list(expected[name].shape)}"
-            )
-    model.load_state_dict({_to_module_name(k): v.to(torch.float32) for k, v in tensors.items()}, strict=True)
-    model = model.to(dtype)
-    model.eval()
+    hf_layout.check_tensors(directory, tensors, model.file_state_dict())
+    model = hf_layout.load_weights(model, {_to_module_name(k): v for k, v in tensors.items()}, dtype)
     return model, config
