@@ -44,15 +44,13 @@ Taps are those of models.py ("embedding", "{i}.block_input",
 """
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 
 import torch
-from torch import nn
 
 from . import hf_layout, safetensors_io
-from .models import Gpt2Mlp, _record
+from .models import Gpt2Block, Gpt2LMHeadModel, init_gpt2_style
 from .sd_attention import SDAttention
 
 FILTER_KINDS = ("diagonal", "scalar")
@@ -134,40 +132,11 @@ class SDConfig:
         )
 
 
-class SDBlock(nn.Module):
-    def __init__(self, config: SDConfig, layer: int):
-        super().__init__()
-        if config.attn_layer_norm:
-            self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
-        else:
-            self.ln_1 = None
-        self.attn = SDAttention(
-            config.n_embd, config.n_head, config.ranks[layer], filter=config.filter_kind
-        )
-        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
-        self.mlp = Gpt2Mlp(config)
-
-    def forward(self, x, taps=None, prefix=""):
-        _record(taps, prefix + "block_input", x)
-        a = self.attn(self.ln_1(x) if self.ln_1 is not None else x)
-        _record(taps, prefix + "attn_output", a)
-        h = x + a
-        m_in = self.ln_2(h)
-        _record(taps, prefix + "mlp_input", m_in)
-        m = self.mlp(m_in)
-        _record(taps, prefix + "mlp_output", m)
-        out = h + m
-        _record(taps, prefix + "block_output", out)
-        return out
-
-
-class SDBody(nn.Module):
-    def __init__(self, config: SDConfig):
-        super().__init__()
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
-        self.wpe = nn.Embedding(config.n_positions, config.n_embd)
-        self.h = nn.ModuleList(SDBlock(config, i) for i in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+def sd_block(config: SDConfig, layer: int) -> Gpt2Block:
+    """GPT-2's block with layer `layer`'s S–D attention, behind ln_1 only when
+    config.attn_layer_norm."""
+    attn = SDAttention(config.n_embd, config.n_head, config.ranks[layer], filter=config.filter_kind)
+    return Gpt2Block(config, attn, attn_layer_norm=config.attn_layer_norm)
 
 
 # Module parameter names (H1's SDAttention: u, v, theta, c_v, c_proj) -> file
@@ -193,42 +162,23 @@ def _to_module_name(name: str) -> str:
     return name
 
 
-class SDLMHeadModel(nn.Module):
-    def __init__(self, config: SDConfig):
-        super().__init__()
-        self.config = config
-        self.transformer = SDBody(config)
+class SDLMHeadModel(Gpt2LMHeadModel):
+    """GPT-2's LM head model (forward, taps, tied head) with sd_block blocks."""
 
-    def forward(self, tokens, taps=None):
-        """tokens [B, T] (int64, T <= n_positions) -> logits [B, T, V]."""
-        t = tokens.shape[1]
-        if t > self.config.n_positions:
-            raise ValueError(f"sequence of {t} tokens exceeds n_positions {self.config.n_positions}")
-        body = self.transformer
-        positions = torch.arange(t, device=tokens.device)
-        x = body.wte(tokens) + body.wpe(positions)[None]
-        _record(taps, "embedding", x)
-        for i, block in enumerate(body.h):
-            x = block(x, taps, f"{i}.")
-        return torch.matmul(body.ln_f(x), body.wte.weight.t())
+    def __init__(self, config: SDConfig):
+        super().__init__(config, make_block=lambda layer: sd_block(config, layer))
 
     def init_weights(self, generator: torch.Generator):
-        """GPT-2's scheme (N(0, 0.02), residual projections scaled by
-        1/sqrt(2 n_layer), zero biases, unit LayerNorm gains) for the GPT-2
-        parts; routing U, V ~ N(0, 0.02); filter θ = theta_init."""
-        std = self.config.initializer_range
-        for name, p in self.named_parameters():
-            with torch.no_grad():
-                if name.endswith("attn.theta"):
-                    p.fill_(self.config.theta_init)
-                elif name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name.endswith("ln_f.weight"):
-                    p.fill_(1.0)
-                elif p.dim() == 1:
-                    p.zero_()
-                elif name.endswith("c_proj.weight"):
-                    p.normal_(0.0, std / math.sqrt(2 * self.config.n_layer), generator=generator)
-                else:
-                    p.normal_(0.0, std, generator=generator)
+        """GPT-2's scheme (init_gpt2_style) for the GPT-2 parts; routing U, V
+        ~ N(0, 0.02) like any matrix; filter θ = theta_init."""
+        init_gpt2_style(
+            self,
+            generator,
+            self.config.n_layer,
+            gains=("ln_1.weight", "ln_2.weight", "ln_f.weight"),
+            residual_projections=("c_proj.weight",),
+            constants={"attn.theta": self.config.theta_init},
+        )
 
     def parameter_groups(self, weight_decay: float):
         """AdamW groups: decay on matrices, embeddings and U, V; none on biases,
