@@ -38,6 +38,7 @@ Both forwards accept a `taps` dict; when given, it receives detached copies of
   "{i}.block_output"     output of block i                       [B, T, d]
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -111,6 +112,28 @@ def init_gpt2_style(model, generator, n_layer, gains, residual_projections, cons
                 p.normal_(0.0, std, generator=generator)
 
 
+# ------------------------------------------------------------ config.json
+
+
+def check_hf_options(cfg: dict, model_type: str, family: str, supported: dict) -> None:
+    """Raises unless config.json `cfg` is of `model_type` and each option of
+    `supported` (one this implementation does not model) has the one value
+    supported, or is absent."""
+    if cfg.get("model_type") != model_type:
+        raise ValueError(f"expected model_type {model_type!r}, found {cfg.get('model_type')!r}")
+    for key, value in supported.items():
+        if cfg.get(key, value) != value:
+            raise ValueError(f"unsupported {family} option {key}={cfg[key]!r}")
+
+
+def hf_fields(config_class, cfg: dict, required, optional) -> dict:
+    """Keyword arguments of the dataclass `config_class` read from the
+    config.json keys of the same names: the `required` keys must be present,
+    an absent `optional` one takes the field's default."""
+    defaults = {f.name: f.default for f in dataclasses.fields(config_class)}
+    return {**{key: cfg[key] for key in required}, **{key: cfg.get(key, defaults[key]) for key in optional}}
+
+
 # ---------------------------------------------------------------------- GPT-2
 
 
@@ -171,28 +194,24 @@ class Gpt2Config:
 
     @classmethod
     def from_hf(cls, cfg: dict) -> "Gpt2Config":
-        if cfg.get("model_type") != "gpt2":
-            raise ValueError(f"expected model_type 'gpt2', found {cfg.get('model_type')!r}")
-        # Options this implementation does not model must have their default.
-        for key, supported in (
-            ("scale_attn_weights", True),
-            ("scale_attn_by_inverse_layer_idx", False),
-            ("reorder_and_upcast_attn", False),
-            ("add_cross_attention", False),
-        ):
-            if cfg.get(key, supported) != supported:
-                raise ValueError(f"unsupported GPT-2 option {key}={cfg[key]!r}")
+        check_hf_options(
+            cfg,
+            "gpt2",
+            "GPT-2",
+            {
+                "scale_attn_weights": True,
+                "scale_attn_by_inverse_layer_idx": False,
+                "reorder_and_upcast_attn": False,
+                "add_cross_attention": False,
+            },
+        )
         return cls(
-            vocab_size=cfg["vocab_size"],
-            n_positions=cfg["n_positions"],
-            n_embd=cfg["n_embd"],
-            n_layer=cfg["n_layer"],
-            n_head=cfg["n_head"],
-            n_inner=cfg.get("n_inner"),
-            layer_norm_epsilon=cfg.get("layer_norm_epsilon", 1e-5),
-            activation_function=cfg.get("activation_function", "gelu_new"),
-            initializer_range=cfg.get("initializer_range", 0.02),
-            eos_token_id=cfg.get("eos_token_id"),
+            **hf_fields(
+                cls,
+                cfg,
+                required=("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"),
+                optional=("n_inner", "layer_norm_epsilon", "activation_function", "initializer_range", "eos_token_id"),
+            )
         )
 
 
@@ -369,24 +388,30 @@ class NeoXConfig:
 
     @classmethod
     def from_hf(cls, cfg: dict) -> "NeoXConfig":
-        if cfg.get("model_type") != "gpt_neox":
-            raise ValueError(f"expected model_type 'gpt_neox', found {cfg.get('model_type')!r}")
-        for key, supported in (("rope_scaling", None), ("attention_bias", True), ("tie_word_embeddings", False)):
-            if cfg.get(key, supported) != supported:
-                raise ValueError(f"unsupported GPT-NeoX option {key}={cfg[key]!r}")
+        check_hf_options(
+            cfg, "gpt_neox", "GPT-NeoX", {"rope_scaling": None, "attention_bias": True, "tie_word_embeddings": False}
+        )
         return cls(
-            vocab_size=cfg["vocab_size"],
-            max_position_embeddings=cfg["max_position_embeddings"],
-            hidden_size=cfg["hidden_size"],
-            num_hidden_layers=cfg["num_hidden_layers"],
-            num_attention_heads=cfg["num_attention_heads"],
-            intermediate_size=cfg["intermediate_size"],
-            rotary_pct=cfg.get("rotary_pct", 0.25),
-            rotary_emb_base=cfg.get("rotary_emb_base", 10000),
-            use_parallel_residual=cfg.get("use_parallel_residual", True),
-            hidden_act=cfg.get("hidden_act", "gelu"),
-            layer_norm_eps=cfg.get("layer_norm_eps", 1e-5),
-            initializer_range=cfg.get("initializer_range", 0.02),
+            **hf_fields(
+                cls,
+                cfg,
+                required=(
+                    "vocab_size",
+                    "max_position_embeddings",
+                    "hidden_size",
+                    "num_hidden_layers",
+                    "num_attention_heads",
+                    "intermediate_size",
+                ),
+                optional=(
+                    "rotary_pct",
+                    "rotary_emb_base",
+                    "use_parallel_residual",
+                    "hidden_act",
+                    "layer_norm_eps",
+                    "initializer_range",
+                ),
+            )
         )
 
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import hf_layout, safetensors_io
-from .models import Gpt2Block, Gpt2LMHeadModel, init_gpt2_style
+from .models import Gpt2Block, Gpt2LMHeadModel, check_hf_options, hf_fields, init_gpt2_style
 from .sd_attention import SDAttention
 
 FILTER_KINDS = ("diagonal", "scalar")
@@ -113,22 +113,19 @@ class SDConfig:
 
     @classmethod
     def from_hf(cls, cfg: dict) -> "SDConfig":
-        if cfg.get("model_type") != "nlb-sd":
-            raise ValueError(f"expected model_type 'nlb-sd', found {cfg.get('model_type')!r}")
+        check_hf_options(cfg, "nlb-sd", "nlb-sd", {})
         if cfg.get("n_inner") is not None:
             raise ValueError("nlb-sd: n_inner must be null (4 n_embd)")
         return cls(
-            vocab_size=cfg["vocab_size"],
-            n_positions=cfg["n_positions"],
-            n_embd=cfg["n_embd"],
-            n_layer=cfg["n_layer"],
-            n_head=cfg["n_head"],
+            **hf_fields(
+                cls,
+                cfg,
+                required=("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"),
+                optional=("layer_norm_epsilon", "activation_function", "initializer_range"),
+            ),
             ranks=list(cfg["sd_ranks"]),
             filter_kind=cfg["sd_filter"],
             attn_layer_norm=bool(cfg["sd_attn_layer_norm"]),
-            layer_norm_epsilon=cfg.get("layer_norm_epsilon", 1e-5),
-            activation_function=cfg.get("activation_function", "gelu_new"),
-            initializer_range=cfg.get("initializer_range", 0.02),
         )
 
 
