@@ -138,12 +138,24 @@ def hf_fields(config_class, cfg: dict, required, optional) -> dict:
 
 
 @dataclass
-class Gpt2Config:
+class Gpt2Sizes:
+    """The sizes of a model in GPT-2's layout, under their config.json names
+    (required there). Gpt2Config and sd_model.SDConfig begin with them."""
+
     vocab_size: int = 256
     n_positions: int = 128
     n_embd: int = 128
     n_layer: int = 4
     n_head: int = 4
+
+    @staticmethod
+    def size_keys() -> tuple:
+        """The config.json keys of the sizes (not of a subclass's other fields)."""
+        return tuple(f.name for f in dataclasses.fields(Gpt2Sizes))
+
+
+@dataclass
+class Gpt2Config(Gpt2Sizes):
     n_inner: int | None = None
     layer_norm_epsilon: float = 1e-5
     activation_function: str = "gelu_new"
@@ -209,7 +221,7 @@ class Gpt2Config:
             **hf_fields(
                 cls,
                 cfg,
-                required=("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"),
+                required=cls.size_keys(),
                 optional=("n_inner", "layer_norm_epsilon", "activation_function", "initializer_range", "eos_token_id"),
             )
         )
@@ -320,14 +332,21 @@ class Gpt2LMHeadModel(nn.Module):
 
     def init_weights(self, generator: torch.Generator):
         """GPT-2's scheme (init_gpt2_style); the residual output projections are
-        attn.c_proj and mlp.c_proj."""
+        attn.c_proj and mlp.c_proj, and init_constants() says which parameters
+        start at a constant instead."""
         init_gpt2_style(
             self,
             generator,
             self.config.n_layer,
             gains=("ln_1.weight", "ln_2.weight", "ln_f.weight"),
             residual_projections=("c_proj.weight",),
+            constants=self.init_constants(),
         )
+
+    def init_constants(self) -> dict:
+        """Parameter name suffix -> the constant init_weights fills it with: none
+        in GPT-2 (a subclass that adds parameters names them here)."""
+        return {}
 
 
 # ------------------------------------------------------------------- GPT-NeoX

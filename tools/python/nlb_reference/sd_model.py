@@ -50,19 +50,14 @@ from dataclasses import dataclass, field
 import torch
 
 from . import hf_layout, safetensors_io
-from .models import Gpt2Block, Gpt2LMHeadModel, check_hf_options, hf_fields, init_gpt2_style
+from .models import Gpt2Block, Gpt2LMHeadModel, Gpt2Sizes, check_hf_options, hf_fields
 from .sd_attention import SDAttention
 
 FILTER_KINDS = ("diagonal", "scalar")
 
 
 @dataclass
-class SDConfig:
-    vocab_size: int = 256
-    n_positions: int = 128
-    n_embd: int = 128
-    n_layer: int = 4
-    n_head: int = 4
+class SDConfig(Gpt2Sizes):
     ranks: list = field(default_factory=lambda: [16, 16, 16, 16])
     filter_kind: str = "diagonal"
     attn_layer_norm: bool = False
@@ -120,7 +115,7 @@ class SDConfig:
             **hf_fields(
                 cls,
                 cfg,
-                required=("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"),
+                required=cls.size_keys(),
                 optional=("layer_norm_epsilon", "activation_function", "initializer_range"),
             ),
             ranks=list(cfg["sd_ranks"]),
@@ -165,17 +160,10 @@ class SDLMHeadModel(Gpt2LMHeadModel):
     def __init__(self, config: SDConfig):
         super().__init__(config, make_block=lambda layer: sd_block(config, layer))
 
-    def init_weights(self, generator: torch.Generator):
-        """GPT-2's scheme (init_gpt2_style) for the GPT-2 parts; routing U, V
-        ~ N(0, 0.02) like any matrix; filter θ = theta_init."""
-        init_gpt2_style(
-            self,
-            generator,
-            self.config.n_layer,
-            gains=("ln_1.weight", "ln_2.weight", "ln_f.weight"),
-            residual_projections=("c_proj.weight",),
-            constants={"attn.theta": self.config.theta_init},
-        )
+    def init_constants(self) -> dict:
+        """init_weights is GPT-2's (routing U, V ~ N(0, 0.02) like any matrix),
+        but the filter θ starts at theta_init."""
+        return {"attn.theta": self.config.theta_init}
 
     def parameter_groups(self, weight_decay: float):
         """AdamW groups: decay on matrices, embeddings and U, V; none on biases,
