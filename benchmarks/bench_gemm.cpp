@@ -19,6 +19,7 @@
 #include "nlb/core/xsimd.hpp"
 #include "nlb/ops/gemm.hpp"
 #include "random_matrix.hpp"
+#include "run_benchmarks.hpp"
 
 namespace {
 
@@ -107,10 +108,5 @@ int main(int argc, char** argv) {
   if (dladdr(reinterpret_cast<void*>(&cblas_sgemm), &info) != 0 && info.dli_fname != nullptr)
     std::printf("cblas_sgemm comes from %s\n", info.dli_fname);
 #endif
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv))
-    return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return nlb::bench::run_benchmarks(argc, argv);
 }

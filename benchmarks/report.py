@@ -45,11 +45,24 @@ def by_args(items):
     return sorted(items, key=key)
 
 
+def family(rows, name):
+    """The rows of benchmark `name`, one per argument list ("NAME/d/T[/f]")."""
+    return {n: b for n, b in rows.items() if n.startswith(name + "/")}
+
+
+def gated_rows(family_rows, dense):
+    """(d, T, f, row, the dense Mlp's row at that d and T or None) for the rows of a
+    gated-MLP benchmark family, in argument order."""
+    for name, b in by_args(family_rows.items()):
+        d, t, f = name.split("/")[1:4]
+        yield d, t, f, b, dense.get(f"BM_DenseMlp/{d}/{t}")
+
+
 def mlp_tables(rows):
     out = []
-    dense = {n: b for n, b in rows.items() if n.startswith("BM_DenseMlp/")}
-    bare = {n: b for n, b in rows.items() if n.startswith("BM_BareGemm/")}
-    gated = {n: b for n, b in rows.items() if n.startswith("BM_GatedMlp/")}
+    dense = family(rows, "BM_DenseMlp")
+    bare = family(rows, "BM_BareGemm")
+    gated = family(rows, "BM_GatedMlp")
     if dense and bare:
         out.append("| d | T | bare GEMMs GFLOP/s | Mlp GFLOP/s | Mlp / bare |")
         out.append("|---|---|---|---|---|")
@@ -65,9 +78,7 @@ def mlp_tables(rows):
     if dense and gated:
         out.append("| d | T | f | gated tokens/s | measured speedup | predicted | measured / predicted |")
         out.append("|---|---|---|---|---|---|---|")
-        for name, b in by_args(gated.items()):
-            d, t, f = name.split("/")[1:4]
-            base = dense.get(f"BM_DenseMlp/{d}/{t}")
+        for d, t, f, b, base in gated_rows(gated, dense):
             if base is None:
                 continue
             measured = seconds(base) / seconds(b)
@@ -75,16 +86,14 @@ def mlp_tables(rows):
             out.append(f"| {d} | {t} | {b['linear_fraction']:.2f} | {b['items_per_second']:.0f} | "
                        f"{measured:.2f}x | {predicted:.2f}x | {100 * measured / predicted:.0f}% |")
         out.append("")
-    surrogate = {n: b for n, b in rows.items() if n.startswith("BM_BareSurrogateGemm/")}
+    surrogate = family(rows, "BM_BareSurrogateGemm")
     if dense and gated and bare and surrogate:
         # What the provider's GEMM rates at the two blocks' row counts allow: the dense Mlp's
         # time over (bare MLP GEMMs at T(1-f) rows + the surrogate's GEMM at T f rows).
         out.append("| d | T | f | full-path rows | bare GEMMs there GFLOP/s | allowed by GEMM rates | "
                    "measured speedup | measured / allowed |")
         out.append("|---|---|---|---|---|---|---|---|")
-        for name, b in by_args(gated.items()):
-            d, t, f = name.split("/")[1:4]
-            base = dense.get(f"BM_DenseMlp/{d}/{t}")
+        for d, t, f, b, base in gated_rows(gated, dense):
             linear_rows = round(b["linear_fraction"] * int(t))
             full_rows = int(t) - linear_rows
             full = bare.get(f"BM_BareGemm/{d}/{full_rows}") if full_rows else None
@@ -98,7 +107,7 @@ def mlp_tables(rows):
             out.append(f"| {d} | {t} | {b['linear_fraction']:.2f} | {full_rows} | {rate} | "
                        f"{allowed:.2f}x | {measured:.2f}x | {100 * measured / allowed:.0f}% |")
         out.append("")
-    provider_only = {n: b for n, b in rows.items() if n.startswith("BM_GatedMlpProviderOnly/")}
+    provider_only = family(rows, "BM_GatedMlpProviderOnly")
     bandwidth = rows.get("BM_ReadBandwidth")
     if dense and gated and provider_only:
         read = bandwidth["bytes_per_second"] / 1e9 if bandwidth else None
@@ -108,9 +117,7 @@ def mlp_tables(rows):
         out.append("| d | T | f | provider only: measured / predicted | with small_gemm: "
                    "measured / predicted | weights streamed GB/s | % of read bandwidth |")
         out.append("|---|---|---|---|---|---|---|")
-        for name, b in by_args(provider_only.items()):
-            d, t, f = name.split("/")[1:4]
-            base = dense.get(f"BM_DenseMlp/{d}/{t}")
+        for d, t, f, b, base in gated_rows(provider_only, dense):
             with_kernel = gated.get(f"BM_GatedMlp/{d}/{t}/{f}")
             if base is None or with_kernel is None:
                 continue

@@ -28,6 +28,7 @@
 
 #include "../gpt2_small_model.hpp"
 #include "../random_matrix.hpp"
+#include "../run_benchmarks.hpp"
 #include "nlb/analysis/flops.hpp"
 #include "nlb/model/load_model.hpp"
 
@@ -209,10 +210,5 @@ int main(int argc, char** argv) {
     std::cout << "bench_cuda: no usable device: " << status.description << "\n";
     return 77;
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv))
-    return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return nlb::bench::run_benchmarks(argc, argv);
 }

@@ -109,6 +109,14 @@ inline std::string generate_help() {
 
 namespace usage_detail {
 
+// The window and ridge options of nlb budget and nlb linearize (which fits as budget does).
+inline std::string context_and_lambda_lines(const BudgetProtocol& protocol) {
+  return "  --context N           window length (default min(" + std::to_string(protocol.context) +
+         ", n_positions))\n"
+         "  --lambda L            ridge penalty, absolute (default " +
+         number(protocol.lambda) + ")\n";
+}
+
 // The budget page's synopsis and the options of its inputs.
 inline std::string budget_inputs_help(const BudgetProtocol& protocol) {
   return "usage: nlb budget [--model DIR] [--fit-text F] [--label-text F] [--eval-text F]\n"
@@ -165,13 +173,8 @@ inline std::string budget_protocol_help(const BudgetProtocol& protocol) {
          ")\n"
          "  --attention           also spend each budget across MLP gates and attention\n"
          "                        conversions together (skew rank, linear attention, scalar\n"
-         "                        filter; docs/budget.md), measured jointly\n"
-         "  --context N           window length (default min(" +
-         std::to_string(protocol.context) +
-         ", n_positions))\n"
-         "  --lambda L            ridge penalty, absolute (default " +
-         number(protocol.lambda) +
-         ")\n"
+         "                        filter; docs/budget.md), measured jointly\n" +
+         context_and_lambda_lines(protocol) +
          "  --budget-pct P        joint PPL budget in %, repeat for several (default " +
          budgets(protocol.budgets_pct) +
          ")\n"
@@ -216,13 +219,7 @@ inline std::string linearize_help() {
          "  --fit-tokens-file F   fit token-id file instead\n"
          "  --token-dtype u32     the ids of --fit-tokens-file are uint32 (default u16)\n"
          "  --fit-positions N     fitting positions (default " +
-         std::to_string(protocol.fit_tokens) +
-         ")\n"
-         "  --context N           window length (default min(" +
-         std::to_string(protocol.context) +
-         ", n_positions))\n"
-         "  --lambda L            ridge penalty, absolute (default " +
-         number(protocol.lambda) + ")\n";
+         std::to_string(protocol.fit_tokens) + ")\n" + context_and_lambda_lines(protocol);
 }
 
 inline std::string spectrum_help() {

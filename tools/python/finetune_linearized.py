@@ -127,20 +127,11 @@ def load_linearized(directory, dtype=torch.float64):
         elif kind == "gated":
             blocks(model)[i].mlp = GatedMlp(blocks(model)[i].mlp, d)
     tensors, _ = safetensors_io.read(os.path.join(directory, "model.safetensors"))
-    expected = model.state_dict()
     # GPT-2 files written without the "transformer." prefix (original hub files).
     if isinstance(config, Gpt2Config) and "wte.weight" in tensors:
         tensors = {("transformer." + k if not k.startswith("lm_head") else k): v for k, v in tensors.items()}
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    if missing or unexpected:
-        raise ValueError(f"{directory}: missing tensors {missing}, unexpected tensors {unexpected}")
-    for name, t in tensors.items():
-        if tuple(t.shape) != tuple(expected[name].shape):
-            raise ValueError(f"{directory}: tensor {name} has shape {list(t.shape)}, expected {list(expected[name].shape)}")
-    model.load_state_dict({k: v.to(torch.float32) for k, v in tensors.items()}, strict=True)
-    model = model.to(dtype)
-    model.eval()
+    hf_layout.check_tensors(directory, tensors, model.state_dict())
+    model = hf_layout.load_weights(model, tensors, dtype)
     return model, config, config_json, kinds, tensors
 
 

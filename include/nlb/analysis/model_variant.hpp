@@ -35,8 +35,9 @@ namespace nlb {
 /// overrides() (LayerOverride per layer).
 template <class T, class Backend = backend::cpu>
 struct ModelVariant {
-  using Surrogate = RidgeSurrogate<T, Dynamic, Dynamic, Backend>;
-  using Gate = HyperplaneGate<T, Dynamic, Backend>;
+  // The parts an MlpOverride points to (overrides() hands them to the model as MlpOverrides).
+  using Surrogate = typename MlpOverride<T, Backend>::Surrogate;
+  using Gate = typename MlpOverride<T, Backend>::Gate;
   struct Replacement {
     Index layer = 0;
     const Surrogate* surrogate = nullptr;

@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <type_traits>
-#include <utility>
 
 #include "nlb/attention/attention_weights.hpp"
 #include "nlb/attention/detail/cache_append.hpp"
@@ -40,37 +38,21 @@ namespace nlb {
 /// (storage_traits<Backend, T>::weights: float by default, 16-bit or mapped with
 /// backend::with_weights, device memory on backend::cuda).
 template <class T, int D = Dynamic, class Backend = backend::cpu>
-class DenseAttention : public detail::ProjectedHeads<T, D, Backend> {
-  using Base = detail::ProjectedHeads<T, D, Backend>;
+class DenseAttention : public detail::ProjectedHeads<DenseAttention, T, D, Backend> {
+  using Base = detail::ProjectedHeads<DenseAttention, T, D, Backend>;
 
  public:
   using typename Base::ConstView;
   using typename Base::View;
-  template <class B>
-  using on_backend = DenseAttention<T, D, B>;
+  using typename Base::Workspace;
+  /// The class name, as the constructor's messages give it.
+  static constexpr const char* kind_name = "DenseAttention";
 
-  /// Scratch memory for forward(); reuse it across calls. After a call with T rows, a call
-  /// with T rows allocates nothing, however long the KV cache has grown (the ops' score tile
-  /// has a fixed size).
-  struct Workspace : Base::ProjectionWorkspace {};
-
-  DenseAttention() = default;
-
-  /// Throws ShapeError when the weights do not fit d and the head count, ArgumentError for an
-  /// odd or too large rotary_dims. The weights are float host matrices (converted to `Weights`
-  /// storage) or already in it (moved through: a loader's mapped views stay views).
-  template <class From = storage::f32>
-  requires backend::is_host<Backend> DenseAttention(AttentionWeights<T, D, From> weights,
-                                                    Index n_heads, Index rotary_dims = 0,
-                                                    double rotary_base = 10000.0)
-      : Base("DenseAttention", std::move(weights), n_heads, rotary_dims, rotary_base) {}
-
-  /// The same attention on another backend: the weights copied into this backend's storage
-  /// (uploaded once for backend::cuda). O(d²).
-  template <class From>
-  requires(!std::is_same_v<From, Backend>) explicit DenseAttention(
-      const DenseAttention<T, D, From>& from)
-      : Base(from) {}
+  /// DenseAttention() (empty), DenseAttention(weights, n_heads, rotary_dims = 0, rotary_base =
+  /// 10000) on a host backend, and the converting DenseAttention(const DenseAttention<T, D, From>&)
+  /// onto another backend: ProjectedHeads' constructors (ShapeError for sizes and head count,
+  /// ArgumentError for an odd or too large rotary_dims).
+  using Base::Base;
 
   /// Y = attention(X), X, Y [T, d] (Y must not alias X). Without a cache X holds positions
   /// [0, T); with one, X's tokens follow the cached ones and their (rotated) keys and values

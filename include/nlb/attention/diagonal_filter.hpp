@@ -21,6 +21,7 @@
 #include "nlb/attention/detail/causal_product.hpp"
 #include "nlb/core.hpp"
 #include "nlb/core/context.hpp"
+#include "nlb/core/detail/component_types.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/kernels/elementwise.hpp"
 #include "nlb/kernels/transform.hpp"
@@ -65,16 +66,15 @@ void subtract_filter_scores(const std::string& what, Index width,
 /// computed once, at construction on the host, with the backend's softplus kernel; θ and the
 /// diagonal are kept as the backend's vectors [1, d] (storage_traits<Backend, T>::vector).
 template <class T, int D = Dynamic, class Backend = backend::cpu>
-class DiagonalFilter {
+class DiagonalFilter : public detail::ComponentTypes<T, Backend> {
   using Storage = storage_traits<Backend, T>;
+  using Types = detail::ComponentTypes<T, Backend>;
 
  public:
-  using Scalar = T;
-  using backend_type = Backend;
+  using typename Types::ConstView;
+  using typename Types::View;
   static constexpr int size = D;
   using Vector = typename Storage::template vector<D>;
-  using ConstView = typename Storage::const_view;
-  using View = typename Storage::view;
   template <class B>
   using on_backend = DiagonalFilter<T, D, B>;
 
@@ -168,15 +168,13 @@ class DiagonalFilter {
 /// D = softplus(θ) I with one scalar θ (per head), for any width d. θ and softplus(θ) are
 /// host scalars on every backend.
 template <class T, class Backend = backend::cpu>
-class ScalarFilter {
-  using Storage = storage_traits<Backend, T>;
+class ScalarFilter : public detail::ComponentTypes<T, Backend> {
+  using Types = detail::ComponentTypes<T, Backend>;
 
  public:
-  using Scalar = T;
-  using backend_type = Backend;
+  using typename Types::ConstView;
+  using typename Types::View;
   static constexpr int size = Dynamic;
-  using ConstView = typename Storage::const_view;
-  using View = typename Storage::view;
   template <class B>
   using on_backend = ScalarFilter<T, B>;
 

@@ -20,6 +20,7 @@
 #include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
 #include "nlb/core/context.hpp"
+#include "nlb/core/detail/component_types.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/ops/attention.hpp"
 #include "nlb/ops/gemm.hpp"
@@ -52,20 +53,19 @@ struct FactoredHead {
 /// output) + 2·(T + S)·d·W (features, W = Σ w_h) + about 2·T·(past + T/2)·(W + d) (scores and
 /// context). The matrices are kept in the backend's weight storage.
 template <class T, int D = Dynamic, class Backend = backend::cpu>
-class FactoredAttention {
+class FactoredAttention : public detail::ComponentTypes<T, Backend> {
   using Storage = storage_traits<Backend, T>;
+  using Types = detail::ComponentTypes<T, Backend>;
   using Matrix = typename Storage::template activations<>;
   template <class, int, class>
   friend class FactoredAttention;  // the converting constructor reads another backend's form
 
  public:
-  using Scalar = T;
-  using backend_type = Backend;
+  using typename Types::ConstView;
+  using typename Types::View;
   static constexpr int size = D;
   using Input = typename Storage::template activations<D>;
   using Output = typename Storage::template activations<D>;
-  using ConstView = typename Storage::const_view;  // width-Dynamic, as in DenseAttention
-  using View = typename Storage::view;
   using Weight = typename Storage::template weights<>;  // w_v, w_out [d, d]; factors [d, W]
   using Bias = typename Storage::template vector<>;     // biases [d] or [W]
   template <class B>

@@ -9,8 +9,6 @@
 #define NLB_OPS_CALLERS_INCLUDED
 
 #include <string>
-#include <type_traits>
-#include <utility>
 
 #include "nlb/attention/attention_weights.hpp"
 #include "nlb/attention/detail/projected_heads.hpp"
@@ -55,36 +53,21 @@ void linear_attention_head(const Context<Backend>& ctx, const Eigen::Ref<const R
 /// No KV cache: the recurrent state would be the cache; forward throws ArgumentError when given
 /// one. The matrices are kept in the backend's weight storage, as DenseAttention's.
 template <class T, int D = Dynamic, class Backend = backend::cpu>
-class LinearAttention : public detail::ProjectedHeads<T, D, Backend> {
-  using Base = detail::ProjectedHeads<T, D, Backend>;
+class LinearAttention : public detail::ProjectedHeads<LinearAttention, T, D, Backend> {
+  using Base = detail::ProjectedHeads<LinearAttention, T, D, Backend>;
 
  public:
   using typename Base::ConstView;
   using typename Base::View;
-  template <class B>
-  using on_backend = LinearAttention<T, D, B>;
+  using typename Base::Workspace;
+  /// The class name, as the constructor's messages give it.
+  static constexpr const char* kind_name = "LinearAttention";
 
-  /// Scratch memory for forward(); reuse it across calls: a call with no more rows than an
-  /// earlier one allocates nothing (its scratch also holds the prefix-sum state).
-  struct Workspace : Base::ProjectionWorkspace {};
-
-  LinearAttention() = default;
-
-  /// Same weights and checks as DenseAttention (ShapeError for sizes and head count,
-  /// ArgumentError for an odd or too large rotary_dims); float host matrices, or already in
-  /// `Weights` storage.
-  template <class From = storage::f32>
-  requires backend::is_host<Backend> LinearAttention(AttentionWeights<T, D, From> weights,
-                                                     Index n_heads, Index rotary_dims = 0,
-                                                     double rotary_base = 10000.0)
-      : Base("LinearAttention", std::move(weights), n_heads, rotary_dims, rotary_base) {}
-
-  /// The same attention on another backend: the weights copied into this backend's storage
-  /// (uploaded once for backend::cuda). O(d²).
-  template <class From>
-  requires(!std::is_same_v<From, Backend>) explicit LinearAttention(
-      const LinearAttention<T, D, From>& from)
-      : Base(from) {}
+  /// LinearAttention() (empty), LinearAttention(weights, n_heads, rotary_dims = 0, rotary_base =
+  /// 10000) on a host backend, and the converting LinearAttention(const LinearAttention<T, D,
+  /// From>&) onto another backend: ProjectedHeads' constructors (ShapeError for sizes and head
+  /// count, ArgumentError for an odd or too large rotary_dims).
+  using Base::Base;
 
   /// Y = linear_attention(X) over positions [0, T), X, Y [T, d] (Y must not alias X). `cache`
   /// must be null (ArgumentError otherwise: incremental decoding with linear attention is not

@@ -14,32 +14,18 @@
 #include "nlb/core/xsimd.hpp"
 
 #include "nlb/core.hpp"
-#include "nlb/kernels/detail/row_checks.hpp"
-#include "nlb/kernels/detail/simd_row.hpp"
 #include "nlb/kernels/elementwise.hpp"
-
-NLB_XSIMD_GUARD_BEGIN
+#include "nlb/kernels/transform.hpp"
 
 namespace nlb::kernels {
 
-/// φ(x) = elu(x) + 1 in place on data[0, n). Scalar reference. O(n).
-/// Throws ArgumentError if n < 0.
-template <class T>
-void elu_feature(backend::scalar, T* data, Index n) {
-  detail::check_row_length("elu_feature: n", n, 0);
-  for (Index i = 0; i < n; ++i)
-    data[i] = EluFeatureOp{}(data[i]);
-}
-
-/// φ(x) = elu(x) + 1 in place on data[0, n), with xsimd batches for Arch: n / W full batches
-/// and one padded tail batch (W = xsimd::batch<T, Arch>::size). O(n).
-/// Throws ArgumentError if n < 0.
-template <class T, class Arch, class Gemm>
-void elu_feature(backend::simd<Arch, Gemm>, T* data, Index n) {
-  detail::check_row_length("elu_feature: n", n, 0);
-  detail::transform_in_place<Arch>(data, n, T(0), EluFeatureOp{});
+/// φ(x) = elu(x) + 1 in place on data[0, n), with the backend's loop (kernels::transform: the
+/// scalar reference for backend::scalar; for backend::simd<Arch>, n / W full xsimd batches and
+/// one padded tail batch, W = xsimd::batch<T, Arch>::size). O(n). Throws ArgumentError if n < 0.
+template <class T, class Backend>
+requires backend::is_host<Backend>
+void elu_feature(Backend backend, T* data, Index n) {
+  detail::checked_transform("elu_feature: n", backend, data, n, EluFeatureOp{});
 }
 
 }  // namespace nlb::kernels
-
-NLB_XSIMD_GUARD_END

@@ -13,11 +13,8 @@
 #include "nlb/core/xsimd.hpp"
 
 #include "nlb/core.hpp"
-#include "nlb/kernels/detail/row_checks.hpp"
-#include "nlb/kernels/detail/simd_row.hpp"
 #include "nlb/kernels/elementwise.hpp"
-
-NLB_XSIMD_GUARD_BEGIN
+#include "nlb/kernels/transform.hpp"
 
 namespace nlb::kernels {
 
@@ -27,22 +24,13 @@ T softplus(T x) {
   return SoftplusOp{}(x);
 }
 
-/// softplus in place on data[0, n). Scalar reference. O(n). Throws ArgumentError if n < 0.
-template <class T>
-void softplus(backend::scalar, T* data, Index n) {
-  detail::check_row_length("softplus: n", n, 0);
-  for (Index i = 0; i < n; ++i)
-    data[i] = softplus(data[i]);
-}
-
-/// softplus in place on data[0, n), with xsimd batches for Arch (full batches, then one padded
-/// tail batch). O(n). Throws ArgumentError if n < 0.
-template <class T, class Arch, class Gemm>
-void softplus(backend::simd<Arch, Gemm>, T* data, Index n) {
-  detail::check_row_length("softplus: n", n, 0);
-  detail::transform_in_place<Arch>(data, n, T(0), SoftplusOp{});
+/// softplus in place on data[0, n), with the backend's loop (kernels::transform: the scalar
+/// reference, or full xsimd batches and one padded tail batch). O(n). Throws ArgumentError if
+/// n < 0.
+template <class T, class Backend>
+requires backend::is_host<Backend>
+void softplus(Backend backend, T* data, Index n) {
+  detail::checked_transform("softplus: n", backend, data, n, SoftplusOp{});
 }
 
 }  // namespace nlb::kernels
-
-NLB_XSIMD_GUARD_END

@@ -8,6 +8,7 @@
 
 #include "nlb/core/backend.hpp"
 #include "nlb/core/matrix.hpp"
+#include "nlb/kernels/detail/row_checks.hpp"
 #include "nlb/kernels/detail/simd_row.hpp"
 
 namespace nlb::kernels {
@@ -25,5 +26,16 @@ template <class T, class Op, class Arch, class Gemm>
 void transform(backend::simd<Arch, Gemm>, T* data, Index n, Op op) {
   detail::transform_in_place<Arch>(data, n, T(0), op);
 }
+
+namespace detail {
+/// transform() after the length check of the named in-place kernels (gelu_tanh, gelu_erf,
+/// softplus, elu_feature): ArgumentError naming `what` if n < 0. The backend tag picks the
+/// overload as a direct call would (simd<Arch> batches, any other CPU tag the scalar loop).
+template <class Backend, class T, class Op>
+void checked_transform(const char* what, Backend backend, T* data, Index n, Op op) {
+  check_row_length(what, n, 0);
+  transform(backend, data, n, op);
+}
+}  // namespace detail
 
 }  // namespace nlb::kernels

@@ -18,6 +18,7 @@
 
 #include "nlb/core.hpp"
 #include "nlb/core/context.hpp"
+#include "nlb/core/detail/component_types.hpp"
 #include "nlb/core/host_device.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/mlp/detail/fitted_storage.hpp"
@@ -76,17 +77,15 @@ struct AddConstant {
 /// host. Fitting, calibration and the host conveniences run on host backends, in double; a
 /// device gate is a copy of a fitted host gate (to_backend).
 template <class T, int D = Dynamic, class Backend = backend::cpu>
-class HyperplaneGate {
+class HyperplaneGate : public detail::ComponentTypes<T, Backend> {
   static_assert(std::is_floating_point_v<T>, "HyperplaneGate<T, ...>: T must be float or double");
   using Storage = storage_traits<Backend, T>;
+  using Types = detail::ComponentTypes<T, Backend>;
 
  public:
-  using Scalar = T;
-  using backend_type = Backend;
+  using typename Types::ConstView;
+  using typename Types::View;
   static constexpr int size = D;
-  // Width-Dynamic views: the width is checked in score() (see Mlp).
-  using ConstView = typename Storage::const_view;
-  using View = typename Storage::view;
   /// The folded weight w' [d, 1]: ColVector<T, D> on the host.
   using Weight = mlp::detail::fitted_matrix<Backend, T, D, 1>;
   /// A list of row indices in the backend's memory (route()'s output).

@@ -10,6 +10,7 @@
 
 #include "nlb/core.hpp"
 #include "nlb/core/context.hpp"
+#include "nlb/core/detail/component_types.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/mlp/activation.hpp"
 #include "nlb/mlp/route_counts.hpp"
@@ -31,12 +32,13 @@ namespace nlb {
 /// construction; device memory on backend::cuda); the biases in T.
 template <class T, int D = Dynamic, int H = Dynamic, class Act = GeluTanh,
           class Backend = backend::cpu>
-class Mlp {
+class Mlp : public detail::ComponentTypes<T, Backend> {
   using Storage = storage_traits<Backend, T>;
+  using Types = detail::ComponentTypes<T, Backend>;
 
  public:
-  using Scalar = T;
-  using backend_type = Backend;
+  using typename Types::ConstView;
+  using typename Types::View;
   using Activation = Act;
   static constexpr int in_size = D;
   static constexpr int hidden_size = H;
@@ -44,11 +46,6 @@ class Mlp {
   using Input = typename Storage::template activations<D>;
   using Output = typename Storage::template activations<D>;
   using Hidden = typename Storage::template activations<H>;
-  // Arguments bind as width-Dynamic views, never as fixed-width ones: a fixed-width Eigen::Ref
-  // bound to data of another width is undefined behaviour in release builds (Eigen only
-  // asserts), so the width could not be checked. With these the check in forward() is real.
-  using ConstView = typename Storage::const_view;
-  using View = typename Storage::view;
   using Weights = typename Backend::weights;  // storage policy of W_fc and W_proj
   using FcMatrix = typename Storage::template weights<D, H>;
   using ProjMatrix = typename Storage::template weights<H, D>;

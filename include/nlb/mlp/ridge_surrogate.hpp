@@ -15,6 +15,7 @@
 
 #include "nlb/core.hpp"
 #include "nlb/core/context.hpp"
+#include "nlb/core/detail/component_types.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/mlp/detail/fitted_storage.hpp"
 #include "nlb/mlp/detail/ridge_linalg.hpp"
@@ -145,22 +146,20 @@ std::pair<RidgeSolution, RidgeFitReport> solve(const RidgeStats<DIn, DOut>& stat
 /// T: float or double. DIn, DOut: compile-time sizes or Dynamic; fixed sizes are checked
 /// against run-time data. Cost of forward(): 2·T·d_in·d_out FLOPs.
 template <class T, int DIn = Dynamic, int DOut = Dynamic, class Backend = backend::cpu>
-class RidgeSurrogate {
+class RidgeSurrogate : public detail::ComponentTypes<T, Backend> {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "RidgeSurrogate: T must be float or double");
   using Storage = storage_traits<Backend, T>;
+  using Types = detail::ComponentTypes<T, Backend>;
 
  public:
-  using Scalar = T;
-  using backend_type = Backend;
+  using typename Types::ConstView;
+  using typename Types::View;
   using BackendType = Backend;
   static constexpr int in_size = DIn;
   static constexpr int out_size = DOut;
   using Input = typename Storage::template activations<DIn>;    // [T, d_in]
   using Output = typename Storage::template activations<DOut>;  // [T, d_out]
-  // Width-Dynamic views: the widths are checked in forward() (see Mlp).
-  using ConstView = typename Storage::const_view;
-  using View = typename Storage::view;
   /// Scratch for forward(): the ops' scratch (the product's packing buffers).
   using Workspace = ops::Scratch<Backend, T>;
   using Weight = mlp::detail::fitted_matrix<Backend, T, DIn, DOut>;  // [d_in, d_out]

@@ -25,26 +25,54 @@ std::vector<std::string> layer_ticks(const BudgetReport<float>& r) {
   return ticks;
 }
 
+// A bar chart with one group of bars per layer, ticked "L0", "L1", ….
+svg::Chart per_layer_bar_chart(const BudgetReport<float>& r, std::string title,
+                               std::string y_label) {
+  svg::Chart c;
+  c.title = std::move(title);
+  c.x_label = "layer";
+  c.y_label = std::move(y_label);
+  c.bars = true;
+  c.x_tick_labels = layer_ticks(r);
+  return c;
+}
+
+// A chart of perplexity deltas against `x_label`, with the no-change line (0) dashed.
+svg::Chart delta_chart(std::string title, std::string x_label, std::string y_label) {
+  svg::Chart c;
+  c.title = std::move(title);
+  c.x_label = std::move(x_label);
+  c.y_label = std::move(y_label);
+  c.y_reference = 0.0;
+  return c;
+}
+
+// "WHAT, budget P%": the label of a series drawn for one budget.
+std::string budget_label(const char* what, double budget_pct) {
+  char label[64];
+  std::snprintf(label, sizeof label, "%s, budget %g%%", what, budget_pct);
+  return label;
+}
+
+// Appends the point (x, y.value) with y's interval as its error bar.
+void add_point(svg::Series& s, double x, const Interval& y) {
+  s.x.push_back(x);
+  s.y.push_back(y.value);
+  s.y_low.push_back(y.low);
+  s.y_high.push_back(y.high);
+}
+
 // all_linear_delta.svg: each layer's eval Δ% linear and gated alone, with intervals.
 std::string all_linear_delta_svg(const BudgetReport<float>& r) {
-  svg::Chart c;
-  c.title = "All-linear cost per layer (eval, 95% bootstrap CI)";
-  c.x_label = "layer";
-  c.y_label = "delta PPL %";
+  svg::Chart c =
+      delta_chart("All-linear cost per layer (eval, 95% bootstrap CI)", "layer", "delta PPL %");
   c.x_tick_labels = layer_ticks(r);
-  c.y_reference = 0.0;
   svg::Series lin{"one layer linear", {}, {}, {}, {}, false, true};
   svg::Series gate{"one layer gated", {}, {}, {}, {}, false, true};
   for (Index l = 0; l < r.config.n_layers; ++l) {
     const auto& e = r.eval.layers[static_cast<std::size_t>(l)];
-    lin.x.push_back(static_cast<double>(l) - 0.1);
-    lin.y.push_back(e.all_linear_delta_pct.value);
-    lin.y_low.push_back(e.all_linear_delta_pct.low);
-    lin.y_high.push_back(e.all_linear_delta_pct.high);
-    gate.x.push_back(static_cast<double>(l) + 0.1);
-    gate.y.push_back(e.gate_delta_pct.value);
-    gate.y_low.push_back(e.gate_delta_pct.low);
-    gate.y_high.push_back(e.gate_delta_pct.high);
+    add_point(lin, static_cast<double>(l) - 0.1, e.all_linear_delta_pct);
+    add_point(gate, static_cast<double>(l) + 0.1, e.gate_delta_pct);
   }
   c.series = {lin, gate};
   return svg::render(c);
@@ -53,12 +81,7 @@ std::string all_linear_delta_svg(const BudgetReport<float>& r) {
 // linear_fraction.svg: the rows each layer routes linear, its gate alone and per budget.
 std::string linear_fraction_svg(const BudgetReport<float>& r) {
   const Index layers = r.config.n_layers;
-  svg::Chart c;
-  c.title = "% of MLP rows routed linear per layer (eval)";
-  c.x_label = "layer";
-  c.y_label = "% linear";
-  c.bars = true;
-  c.x_tick_labels = layer_ticks(r);
+  svg::Chart c = per_layer_bar_chart(r, "% of MLP rows routed linear per layer (eval)", "% linear");
   svg::Series single{"gate alone (threshold 0)", {}, {}, {}, {}, true, true};
   for (Index l = 0; l < layers; ++l) {
     single.x.push_back(static_cast<double>(l));
@@ -66,9 +89,7 @@ std::string linear_fraction_svg(const BudgetReport<float>& r) {
   }
   c.series.push_back(single);
   for (const auto& j : r.eval.joint) {
-    char name[64];
-    std::snprintf(name, sizeof name, "joint, budget %g%%", j.budget_pct);
-    svg::Series js{name, {}, {}, {}, {}, true, true};
+    svg::Series js{budget_label("joint", j.budget_pct), {}, {}, {}, {}, true, true};
     for (Index l = 0; l < layers; ++l) {
       js.x.push_back(static_cast<double>(l));
       js.y.push_back(100 * j.layer_linear_fraction[static_cast<std::size_t>(l)]);
@@ -118,40 +139,27 @@ svg::Series calibration_tries_series(const BudgetReport<float>& r) {
 
 // joint_budget_curve.svg: Δ% against the rows made linear, all gates on at once.
 std::string joint_budget_curve_svg(const BudgetReport<float>& r) {
-  svg::Chart c;
-  c.title = "Joint budget curve: all gates on at once";
-  c.x_label = "% of MLP rows linear";
-  c.y_label = "joint delta PPL %";
-  c.y_reference = 0.0;
+  svg::Chart c = delta_chart("Joint budget curve: all gates on at once", "% of MLP rows linear",
+                             "joint delta PPL %");
   c.series.push_back(calibration_tries_series(r));
   svg::Series cal{"chosen (calibration split, 95% CI)", {}, {}, {}, {}, false, true};
   for (const auto& st : r.label.joint) {
     if (!std::isfinite(st.calibration_linear_fraction))
       continue;
-    cal.x.push_back(100 * st.calibration_linear_fraction);
-    cal.y.push_back(st.calibration_delta_pct.value);
-    cal.y_low.push_back(st.calibration_delta_pct.low);
-    cal.y_high.push_back(st.calibration_delta_pct.high);
+    add_point(cal, 100 * st.calibration_linear_fraction, st.calibration_delta_pct);
   }
   c.series.push_back(cal);
   svg::Series ev{"chosen (eval set, 95% CI)", {}, {}, {}, {}, false, true};
-  for (const auto& j : r.eval.joint) {
-    ev.x.push_back(100 * j.linear_fraction);
-    ev.y.push_back(j.delta_pct.value);
-    ev.y_low.push_back(j.delta_pct.low);
-    ev.y_high.push_back(j.delta_pct.high);
-  }
+  for (const auto& j : r.eval.joint)
+    add_point(ev, 100 * j.linear_fraction, j.delta_pct);
   c.series.push_back(ev);
   return svg::render(c);
 }
 
 // cost_curves.svg: each layer gated alone at every fraction, on the calibration split.
 std::string cost_curves_svg(const BudgetReport<float>& r) {
-  svg::Chart c;
-  c.title = "Per-layer cost curves on the calibration split (one layer gated)";
-  c.x_label = "% of the layer's rows linear";
-  c.y_label = "delta PPL %";
-  c.y_reference = 0.0;
+  svg::Chart c = delta_chart("Per-layer cost curves on the calibration split (one layer gated)",
+                             "% of the layer's rows linear", "delta PPL %");
   const auto& cc = r.label.cost_curves;
   for (std::size_t l = 0; l < cc.delta_pct.size(); ++l) {
     svg::Series sl{"L" + std::to_string(l), {}, {}, {}, {}, true, true};
@@ -183,18 +191,12 @@ std::pair<double, double> across_layer_saving(const BudgetReport<float>& r, cons
 
 // across_allocation.svg: what the one budget chose per layer, in FLOPs saved.
 std::string across_allocation_svg(const BudgetReport<float>& r) {
-  svg::Chart c;
-  c.title = "One budget across MLP and attention: FLOPs saved per layer";
-  c.x_label = "layer";
-  c.y_label = "% of the layer's FLOPs saved";
-  c.bars = true;
-  c.x_tick_labels = layer_ticks(r);
+  svg::Chart c =
+      per_layer_bar_chart(r, "One budget across MLP and attention: FLOPs saved per layer",
+                          "% of the layer's FLOPs saved");
   for (const auto& res : r.across->results) {
-    char name[64];
-    std::snprintf(name, sizeof name, "MLP gate, budget %g%%", res.budget_pct);
-    svg::Series gate{name, {}, {}, {}, {}, true, true};
-    std::snprintf(name, sizeof name, "attention, budget %g%%", res.budget_pct);
-    svg::Series attn{name, {}, {}, {}, {}, true, true};
+    svg::Series gate{budget_label("MLP gate", res.budget_pct), {}, {}, {}, {}, true, true};
+    svg::Series attn{budget_label("attention", res.budget_pct), {}, {}, {}, {}, true, true};
     for (std::size_t l = 0; l < res.attention.size(); ++l) {
       const auto [gate_pct, attn_pct] = across_layer_saving(r, res, l);
       gate.x.push_back(static_cast<double>(l));

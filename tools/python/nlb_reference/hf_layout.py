@@ -8,7 +8,7 @@ import torch
 from . import safetensors_io
 from .models import build_model, config_from_hf
 
-_DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
 def write_config(path, config_dict: dict) -> None:
@@ -35,7 +35,7 @@ def save_model_dir(
     if extra_metadata:
         metadata.update(extra_metadata)
     safetensors_io.write(os.path.join(directory, "model.safetensors"), tensors, metadata)
-    write_config(os.path.join(directory, "config.json"), model.config.to_hf(_DTYPE_NAMES[dtype]))
+    write_config(os.path.join(directory, "config.json"), model.config.to_hf(DTYPE_NAMES[dtype]))
     return tensors
 
 
@@ -47,7 +47,13 @@ def load_model_dir(directory, dtype=torch.float64):
         config = config_from_hf(json.load(f))
     tensors, _ = safetensors_io.read(os.path.join(directory, "model.safetensors"))
     model = build_model(config)
-    expected = model.state_dict()
+    check_tensors(directory, tensors, model.state_dict())
+    return load_weights(model, tensors, dtype), config
+
+
+def check_tensors(directory, tensors: dict, expected: dict) -> None:
+    """Raises unless `tensors` (read from `directory`) has exactly the names
+    of `expected`, each with its shape."""
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
     if missing or unexpected:
@@ -57,9 +63,13 @@ def load_model_dir(directory, dtype=torch.float64):
             raise ValueError(
                 f"{directory}: tensor {name} has shape {list(t.shape)}, expected {list(expected[name].shape)}"
             )
+
+
+def load_weights(model, state: dict, dtype):
+    """`model` with `state` loaded (strict), cast to `dtype`, in eval mode."""
     # Every stored dtype (F32, F16, BF16) is exact in float32 and float32 is
     # exact in float64, so the two casts below never round.
-    model.load_state_dict({k: v.to(torch.float32) for k, v in tensors.items()}, strict=True)
+    model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()}, strict=True)
     model = model.to(dtype)
     model.eval()
-    return model, config
+    return model

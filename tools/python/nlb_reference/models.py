@@ -38,6 +38,7 @@ Both forwards accept a `taps` dict; when given, it receives detached copies of
   "{i}.block_output"     output of block i                       [B, T, d]
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -79,16 +80,82 @@ def _record(taps, name, value):
         taps[name] = value.detach().clone()
 
 
+def _mlp_with_taps(mlp, m_in, taps, prefix):
+    """mlp(m_in), recording its input and output as "{prefix}mlp_input" and "{prefix}mlp_output"."""
+    _record(taps, prefix + "mlp_input", m_in)
+    m = mlp(m_in)
+    _record(taps, prefix + "mlp_output", m)
+    return m
+
+
+def init_gpt2_style(model, generator, n_layer, gains, residual_projections, constants=None):
+    """GPT-2's initialization, shared by every model here: N(0, initializer_range)
+    for the matrices, residual output projections scaled by 1/sqrt(2 n_layer),
+    zero biases, unit LayerNorm gains. `gains` and `residual_projections` are
+    parameter name suffixes; `constants` maps a suffix to a value its parameters
+    are filled with instead (the S–D filter θ). Draws from `generator` in
+    parameter order."""
+    std = model.config.initializer_range
+    constants = constants or {}
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            constant = next((v for suffix, v in constants.items() if name.endswith(suffix)), None)
+            if constant is not None:
+                p.fill_(constant)
+            elif name.endswith(gains):
+                p.fill_(1.0)
+            elif p.dim() == 1:
+                p.zero_()
+            elif name.endswith(residual_projections):
+                p.normal_(0.0, std / math.sqrt(2 * n_layer), generator=generator)
+            else:
+                p.normal_(0.0, std, generator=generator)
+
+
+# ------------------------------------------------------------ config.json
+
+
+def check_hf_options(cfg: dict, model_type: str, family: str, supported: dict) -> None:
+    """Raises unless config.json `cfg` is of `model_type` and each option of
+    `supported` (one this implementation does not model) has the one value
+    supported, or is absent."""
+    if cfg.get("model_type") != model_type:
+        raise ValueError(f"expected model_type {model_type!r}, found {cfg.get('model_type')!r}")
+    for key, value in supported.items():
+        if cfg.get(key, value) != value:
+            raise ValueError(f"unsupported {family} option {key}={cfg[key]!r}")
+
+
+def hf_fields(config_class, cfg: dict, required, optional) -> dict:
+    """Keyword arguments of the dataclass `config_class` read from the
+    config.json keys of the same names: the `required` keys must be present,
+    an absent `optional` one takes the field's default."""
+    defaults = {f.name: f.default for f in dataclasses.fields(config_class)}
+    return {**{key: cfg[key] for key in required}, **{key: cfg.get(key, defaults[key]) for key in optional}}
+
+
 # ---------------------------------------------------------------------- GPT-2
 
 
 @dataclass
-class Gpt2Config:
+class Gpt2Sizes:
+    """The sizes of a model in GPT-2's layout, under their config.json names
+    (required there). Gpt2Config and sd_model.SDConfig begin with them."""
+
     vocab_size: int = 256
     n_positions: int = 128
     n_embd: int = 128
     n_layer: int = 4
     n_head: int = 4
+
+    @staticmethod
+    def size_keys() -> tuple:
+        """The config.json keys of the sizes (not of a subclass's other fields)."""
+        return tuple(f.name for f in dataclasses.fields(Gpt2Sizes))
+
+
+@dataclass
+class Gpt2Config(Gpt2Sizes):
     n_inner: int | None = None
     layer_norm_epsilon: float = 1e-5
     activation_function: str = "gelu_new"
@@ -139,28 +206,24 @@ class Gpt2Config:
 
     @classmethod
     def from_hf(cls, cfg: dict) -> "Gpt2Config":
-        if cfg.get("model_type") != "gpt2":
-            raise ValueError(f"expected model_type 'gpt2', found {cfg.get('model_type')!r}")
-        # Options this implementation does not model must have their default.
-        for key, supported in (
-            ("scale_attn_weights", True),
-            ("scale_attn_by_inverse_layer_idx", False),
-            ("reorder_and_upcast_attn", False),
-            ("add_cross_attention", False),
-        ):
-            if cfg.get(key, supported) != supported:
-                raise ValueError(f"unsupported GPT-2 option {key}={cfg[key]!r}")
+        check_hf_options(
+            cfg,
+            "gpt2",
+            "GPT-2",
+            {
+                "scale_attn_weights": True,
+                "scale_attn_by_inverse_layer_idx": False,
+                "reorder_and_upcast_attn": False,
+                "add_cross_attention": False,
+            },
+        )
         return cls(
-            vocab_size=cfg["vocab_size"],
-            n_positions=cfg["n_positions"],
-            n_embd=cfg["n_embd"],
-            n_layer=cfg["n_layer"],
-            n_head=cfg["n_head"],
-            n_inner=cfg.get("n_inner"),
-            layer_norm_epsilon=cfg.get("layer_norm_epsilon", 1e-5),
-            activation_function=cfg.get("activation_function", "gelu_new"),
-            initializer_range=cfg.get("initializer_range", 0.02),
-            eos_token_id=cfg.get("eos_token_id"),
+            **hf_fields(
+                cls,
+                cfg,
+                required=cls.size_keys(),
+                optional=("n_inner", "layer_norm_epsilon", "activation_function", "initializer_range", "eos_token_id"),
+            )
         )
 
 
@@ -211,43 +274,47 @@ class Gpt2Mlp(nn.Module):
 
 
 class Gpt2Block(nn.Module):
-    def __init__(self, config: Gpt2Config):
+    """Sequential residual: h = x + attn(ln_1(x)), out = h + mlp(ln_2(h)).
+
+    `attn` replaces GPT-2's attention (sd_model.py passes S–D attention); with
+    `attn_layer_norm` false there is no ln_1 and the attention reads x itself.
+    """
+
+    def __init__(self, config: Gpt2Config, attn: nn.Module | None = None, attn_layer_norm: bool = True):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
-        self.attn = Gpt2Attention(config)
+        self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon) if attn_layer_norm else None
+        self.attn = attn if attn is not None else Gpt2Attention(config)
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
         self.mlp = Gpt2Mlp(config)
 
     def forward(self, x, taps=None, prefix=""):
         _record(taps, prefix + "block_input", x)
-        a = self.attn(self.ln_1(x))
+        a = self.attn(self.ln_1(x) if self.ln_1 is not None else x)
         _record(taps, prefix + "attn_output", a)
         h = x + a
-        m_in = self.ln_2(h)
-        _record(taps, prefix + "mlp_input", m_in)
-        m = self.mlp(m_in)
-        _record(taps, prefix + "mlp_output", m)
-        out = h + m
+        out = h + _mlp_with_taps(self.mlp, self.ln_2(h), taps, prefix)
         _record(taps, prefix + "block_output", out)
         return out
 
 
 class Gpt2Body(nn.Module):
-    """HF's GPT2Model: embeddings, blocks, final LayerNorm."""
+    """HF's GPT2Model: embeddings, blocks (`make_block(layer)`, GPT-2's by
+    default), final LayerNorm."""
 
-    def __init__(self, config: Gpt2Config):
+    def __init__(self, config: Gpt2Config, make_block=None):
         super().__init__()
+        make_block = make_block or (lambda layer: Gpt2Block(config))
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
         self.wpe = nn.Embedding(config.n_positions, config.n_embd)
-        self.h = nn.ModuleList(Gpt2Block(config) for _ in range(config.n_layer))
+        self.h = nn.ModuleList(make_block(i) for i in range(config.n_layer))
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
 
 
 class Gpt2LMHeadModel(nn.Module):
-    def __init__(self, config: Gpt2Config):
+    def __init__(self, config: Gpt2Config, make_block=None):
         super().__init__()
         self.config = config
-        self.transformer = Gpt2Body(config)
+        self.transformer = Gpt2Body(config, make_block)
 
     def forward(self, tokens, taps=None):
         """tokens [B, T] (int64, T <= n_positions) -> logits [B, T, V]."""
@@ -264,20 +331,22 @@ class Gpt2LMHeadModel(nn.Module):
         return torch.matmul(body.ln_f(x), body.wte.weight.t())
 
     def init_weights(self, generator: torch.Generator):
-        """GPT-2's scheme: N(0, 0.02) everywhere, residual output projections
-        scaled by 1/sqrt(2 n_layer), zero biases, unit LayerNorm gains."""
-        std = self.config.initializer_range
-        for name, p in self.named_parameters():
-            if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name.endswith("ln_f.weight"):
-                nn.init.ones_(p)
-            elif p.dim() == 1:
-                nn.init.zeros_(p)
-            elif name.endswith("c_proj.weight"):
-                with torch.no_grad():
-                    p.normal_(0.0, std / math.sqrt(2 * self.config.n_layer), generator=generator)
-            else:
-                with torch.no_grad():
-                    p.normal_(0.0, std, generator=generator)
+        """GPT-2's scheme (init_gpt2_style); the residual output projections are
+        attn.c_proj and mlp.c_proj, and init_constants() says which parameters
+        start at a constant instead."""
+        init_gpt2_style(
+            self,
+            generator,
+            self.config.n_layer,
+            gains=("ln_1.weight", "ln_2.weight", "ln_f.weight"),
+            residual_projections=("c_proj.weight",),
+            constants=self.init_constants(),
+        )
+
+    def init_constants(self) -> dict:
+        """Parameter name suffix -> the constant init_weights fills it with: none
+        in GPT-2 (a subclass that adds parameters names them here)."""
+        return {}
 
 
 # ------------------------------------------------------------------- GPT-NeoX
@@ -338,24 +407,30 @@ class NeoXConfig:
 
     @classmethod
     def from_hf(cls, cfg: dict) -> "NeoXConfig":
-        if cfg.get("model_type") != "gpt_neox":
-            raise ValueError(f"expected model_type 'gpt_neox', found {cfg.get('model_type')!r}")
-        for key, supported in (("rope_scaling", None), ("attention_bias", True), ("tie_word_embeddings", False)):
-            if cfg.get(key, supported) != supported:
-                raise ValueError(f"unsupported GPT-NeoX option {key}={cfg[key]!r}")
+        check_hf_options(
+            cfg, "gpt_neox", "GPT-NeoX", {"rope_scaling": None, "attention_bias": True, "tie_word_embeddings": False}
+        )
         return cls(
-            vocab_size=cfg["vocab_size"],
-            max_position_embeddings=cfg["max_position_embeddings"],
-            hidden_size=cfg["hidden_size"],
-            num_hidden_layers=cfg["num_hidden_layers"],
-            num_attention_heads=cfg["num_attention_heads"],
-            intermediate_size=cfg["intermediate_size"],
-            rotary_pct=cfg.get("rotary_pct", 0.25),
-            rotary_emb_base=cfg.get("rotary_emb_base", 10000),
-            use_parallel_residual=cfg.get("use_parallel_residual", True),
-            hidden_act=cfg.get("hidden_act", "gelu"),
-            layer_norm_eps=cfg.get("layer_norm_eps", 1e-5),
-            initializer_range=cfg.get("initializer_range", 0.02),
+            **hf_fields(
+                cls,
+                cfg,
+                required=(
+                    "vocab_size",
+                    "max_position_embeddings",
+                    "hidden_size",
+                    "num_hidden_layers",
+                    "num_attention_heads",
+                    "intermediate_size",
+                ),
+                optional=(
+                    "rotary_pct",
+                    "rotary_emb_base",
+                    "use_parallel_residual",
+                    "hidden_act",
+                    "layer_norm_eps",
+                    "initializer_range",
+                ),
+            )
         )
 
 
@@ -434,18 +509,10 @@ class NeoXLayer(nn.Module):
         _record(taps, prefix + "attn_output", a)
         if self.parallel:
             # x + attn(ln1(x)) + mlp(ln2(x)): both branches read the block input.
-            m_in = self.post_attention_layernorm(x)
-            _record(taps, prefix + "mlp_input", m_in)
-            m = self.mlp(m_in)
-            _record(taps, prefix + "mlp_output", m)
-            out = m + a + x
+            out = _mlp_with_taps(self.mlp, self.post_attention_layernorm(x), taps, prefix) + a + x
         else:
             h = a + x
-            m_in = self.post_attention_layernorm(h)
-            _record(taps, prefix + "mlp_input", m_in)
-            m = self.mlp(m_in)
-            _record(taps, prefix + "mlp_output", m)
-            out = m + h
+            out = _mlp_with_taps(self.mlp, self.post_attention_layernorm(h), taps, prefix) + h
         _record(taps, prefix + "block_output", out)
         return out
 
@@ -477,20 +544,15 @@ class NeoXForCausalLM(nn.Module):
         return self.embed_out(body.final_layer_norm(x))
 
     def init_weights(self, generator: torch.Generator):
-        """Same scheme as GPT-2: N(0, 0.02), residual output projections
-        (attention.dense, mlp.dense_4h_to_h) scaled by 1/sqrt(2 n_layer)."""
-        std = self.config.initializer_range
-        for name, p in self.named_parameters():
-            if "layernorm.weight" in name or name.endswith("final_layer_norm.weight"):
-                nn.init.ones_(p)
-            elif p.dim() == 1:
-                nn.init.zeros_(p)
-            elif name.endswith("attention.dense.weight") or name.endswith("dense_4h_to_h.weight"):
-                with torch.no_grad():
-                    p.normal_(0.0, std / math.sqrt(2 * self.config.num_hidden_layers), generator=generator)
-            else:
-                with torch.no_grad():
-                    p.normal_(0.0, std, generator=generator)
+        """GPT-2's scheme (init_gpt2_style); the residual output projections are
+        attention.dense and mlp.dense_4h_to_h."""
+        init_gpt2_style(
+            self,
+            generator,
+            self.config.num_hidden_layers,
+            gains=("layernorm.weight", "final_layer_norm.weight"),
+            residual_projections=("attention.dense.weight", "dense_4h_to_h.weight"),
+        )
 
 
 # -------------------------------------------------------------------- helpers

@@ -45,6 +45,8 @@ import math
 import torch
 from torch import nn
 
+from .models import Conv1D  # y = x W + b with weight [in, out] (GPT-2's layout)
+
 
 def softplus(t: torch.Tensor) -> torch.Tensor:
     """log(1 + e^t) without overflow and without torch's threshold shortcut:
@@ -70,18 +72,6 @@ def causal_mask(scores: torch.Tensor) -> torch.Tensor:
     t = scores.shape[-1]
     allowed = torch.ones(t, t, dtype=torch.bool, device=scores.device).tril()
     return scores.masked_fill(~allowed, float("-inf"))
-
-
-class Conv1D(nn.Module):
-    """y = x W + b with weight [in, out] (GPT-2's layout)."""
-
-    def __init__(self, n_in: int, n_out: int):
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(n_in, n_out))
-        self.bias = nn.Parameter(torch.zeros(n_out))
-
-    def forward(self, x):
-        return torch.matmul(x, self.weight) + self.bias
 
 
 def _check_rank(rank: int) -> int:

@@ -44,27 +44,20 @@ Taps are those of models.py ("embedding", "{i}.block_input",
 """
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 
 import torch
-from torch import nn
 
-from . import safetensors_io
-from .models import Gpt2Mlp, _record
+from . import hf_layout, safetensors_io
+from .models import Gpt2Block, Gpt2LMHeadModel, Gpt2Sizes, check_hf_options, hf_fields
 from .sd_attention import SDAttention
 
 FILTER_KINDS = ("diagonal", "scalar")
 
 
 @dataclass
-class SDConfig:
-    vocab_size: int = 256
-    n_positions: int = 128
-    n_embd: int = 128
-    n_layer: int = 4
-    n_head: int = 4
+class SDConfig(Gpt2Sizes):
     ranks: list = field(default_factory=lambda: [16, 16, 16, 16])
     filter_kind: str = "diagonal"
     attn_layer_norm: bool = False
@@ -115,59 +108,27 @@ class SDConfig:
 
     @classmethod
     def from_hf(cls, cfg: dict) -> "SDConfig":
-        if cfg.get("model_type") != "nlb-sd":
-            raise ValueError(f"expected model_type 'nlb-sd', found {cfg.get('model_type')!r}")
+        check_hf_options(cfg, "nlb-sd", "nlb-sd", {})
         if cfg.get("n_inner") is not None:
             raise ValueError("nlb-sd: n_inner must be null (4 n_embd)")
         return cls(
-            vocab_size=cfg["vocab_size"],
-            n_positions=cfg["n_positions"],
-            n_embd=cfg["n_embd"],
-            n_layer=cfg["n_layer"],
-            n_head=cfg["n_head"],
+            **hf_fields(
+                cls,
+                cfg,
+                required=cls.size_keys(),
+                optional=("layer_norm_epsilon", "activation_function", "initializer_range"),
+            ),
             ranks=list(cfg["sd_ranks"]),
             filter_kind=cfg["sd_filter"],
             attn_layer_norm=bool(cfg["sd_attn_layer_norm"]),
-            layer_norm_epsilon=cfg.get("layer_norm_epsilon", 1e-5),
-            activation_function=cfg.get("activation_function", "gelu_new"),
-            initializer_range=cfg.get("initializer_range", 0.02),
         )
 
 
-class SDBlock(nn.Module):
-    def __init__(self, config: SDConfig, layer: int):
-        super().__init__()
-        if config.attn_layer_norm:
-            self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
-        else:
-            self.ln_1 = None
-        self.attn = SDAttention(
-            config.n_embd, config.n_head, config.ranks[layer], filter=config.filter_kind
-        )
-        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
-        self.mlp = Gpt2Mlp(config)
-
-    def forward(self, x, taps=None, prefix=""):
-        _record(taps, prefix + "block_input", x)
-        a = self.attn(self.ln_1(x) if self.ln_1 is not None else x)
-        _record(taps, prefix + "attn_output", a)
-        h = x + a
-        m_in = self.ln_2(h)
-        _record(taps, prefix + "mlp_input", m_in)
-        m = self.mlp(m_in)
-        _record(taps, prefix + "mlp_output", m)
-        out = h + m
-        _record(taps, prefix + "block_output", out)
-        return out
-
-
-class SDBody(nn.Module):
-    def __init__(self, config: SDConfig):
-        super().__init__()
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
-        self.wpe = nn.Embedding(config.n_positions, config.n_embd)
-        self.h = nn.ModuleList(SDBlock(config, i) for i in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+def sd_block(config: SDConfig, layer: int) -> Gpt2Block:
+    """GPT-2's block with layer `layer`'s S–D attention, behind ln_1 only when
+    config.attn_layer_norm."""
+    attn = SDAttention(config.n_embd, config.n_head, config.ranks[layer], filter=config.filter_kind)
+    return Gpt2Block(config, attn, attn_layer_norm=config.attn_layer_norm)
 
 
 # Module parameter names (H1's SDAttention: u, v, theta, c_v, c_proj) -> file
@@ -193,42 +154,16 @@ def _to_module_name(name: str) -> str:
     return name
 
 
-class SDLMHeadModel(nn.Module):
+class SDLMHeadModel(Gpt2LMHeadModel):
+    """GPT-2's LM head model (forward, taps, tied head) with sd_block blocks."""
+
     def __init__(self, config: SDConfig):
-        super().__init__()
-        self.config = config
-        self.transformer = SDBody(config)
+        super().__init__(config, make_block=lambda layer: sd_block(config, layer))
 
-    def forward(self, tokens, taps=None):
-        """tokens [B, T] (int64, T <= n_positions) -> logits [B, T, V]."""
-        t = tokens.shape[1]
-        if t > self.config.n_positions:
-            raise ValueError(f"sequence of {t} tokens exceeds n_positions {self.config.n_positions}")
-        body = self.transformer
-        positions = torch.arange(t, device=tokens.device)
-        x = body.wte(tokens) + body.wpe(positions)[None]
-        _record(taps, "embedding", x)
-        for i, block in enumerate(body.h):
-            x = block(x, taps, f"{i}.")
-        return torch.matmul(body.ln_f(x), body.wte.weight.t())
-
-    def init_weights(self, generator: torch.Generator):
-        """GPT-2's scheme (N(0, 0.02), residual projections scaled by
-        1/sqrt(2 n_layer), zero biases, unit LayerNorm gains) for the GPT-2
-        parts; routing U, V ~ N(0, 0.02); filter θ = theta_init."""
-        std = self.config.initializer_range
-        for name, p in self.named_parameters():
-            with torch.no_grad():
-                if name.endswith("attn.theta"):
-                    p.fill_(self.config.theta_init)
-                elif name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name.endswith("ln_f.weight"):
-                    p.fill_(1.0)
-                elif p.dim() == 1:
-                    p.zero_()
-                elif name.endswith("c_proj.weight"):
-                    p.normal_(0.0, std / math.sqrt(2 * self.config.n_layer), generator=generator)
-                else:
-                    p.normal_(0.0, std, generator=generator)
+    def init_constants(self) -> dict:
+        """init_weights is GPT-2's (routing U, V ~ N(0, 0.02) like any matrix),
+        but the filter θ starts at theta_init."""
+        return {"attn.theta": self.config.theta_init}
 
     def parameter_groups(self, weight_decay: float):
         """AdamW groups: decay on matrices, embeddings and U, V; none on biases,
@@ -247,9 +182,7 @@ def save_model_dir(model: SDLMHeadModel, directory, dtype=torch.float32) -> dict
     os.makedirs(directory, exist_ok=True)
     tensors = {name: t.detach().to(dtype) for name, t in model.file_state_dict().items()}
     safetensors_io.write(os.path.join(directory, "model.safetensors"), tensors, {"format": "pt"})
-    names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
-    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
-        f.write(json.dumps(model.config.to_hf(names[dtype]), indent=2, sort_keys=True) + "\n")
+    hf_layout.write_config(os.path.join(directory, "config.json"), model.config.to_hf(hf_layout.DTYPE_NAMES[dtype]))
     return tensors
 
 
@@ -259,17 +192,6 @@ def load_model_dir(directory, dtype=torch.float64):
         config = SDConfig.from_hf(json.load(f))
     tensors, _ = safetensors_io.read(os.path.join(directory, "model.safetensors"))
     model = SDLMHeadModel(config)
-    expected = model.file_state_dict()
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    if missing or unexpected:
-        raise ValueError(f"{directory}: missing tensors {missing}, unexpected tensors {unexpected}")
-    for name, t in tensors.items():
-        if tuple(t.shape) != tuple(expected[name].shape):
-            raise ValueError(
-                f"{directory}: tensor {name} has shape {list(t.shape)}, expected {list(expected[name].shape)}"
-            )
-    model.load_state_dict({_to_module_name(k): v.to(torch.float32) for k, v in tensors.items()}, strict=True)
-    model = model.to(dtype)
-    model.eval()
+    hf_layout.check_tensors(directory, tensors, model.file_state_dict())
+    model = hf_layout.load_weights(model, {_to_module_name(k): v for k, v in tensors.items()}, dtype)
     return model, config
