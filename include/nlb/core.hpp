@@ -4,6 +4,7 @@
 #include "nlb/core/aligned_buffer.hpp"
 #include "nlb/core/backend.hpp"
 #include "nlb/core/checks.hpp"
+#include "nlb/core/component_types.hpp"
 #include "nlb/core/context.hpp"
 #include "nlb/core/dims.hpp"
 #include "nlb/core/errors.hpp"

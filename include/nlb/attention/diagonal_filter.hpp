@@ -20,8 +20,8 @@
 
 #include "nlb/attention/detail/causal_product.hpp"
 #include "nlb/core.hpp"
+#include "nlb/core/component_types.hpp"
 #include "nlb/core/context.hpp"
-#include "nlb/core/detail/component_types.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/kernels/elementwise.hpp"
 #include "nlb/kernels/transform.hpp"
@@ -66,9 +66,9 @@ void subtract_filter_scores(const std::string& what, Index width,
 /// computed once, at construction on the host, with the backend's softplus kernel; θ and the
 /// diagonal are kept as the backend's vectors [1, d] (storage_traits<Backend, T>::vector).
 template <class T, int D = Dynamic, class Backend = backend::cpu>
-class DiagonalFilter : public detail::ComponentTypes<T, Backend> {
+class DiagonalFilter : public ComponentTypes<T, Backend> {
   using Storage = storage_traits<Backend, T>;
-  using Types = detail::ComponentTypes<T, Backend>;
+  using Types = ComponentTypes<T, Backend>;
 
  public:
   using typename Types::ConstView;
@@ -168,8 +168,8 @@ class DiagonalFilter : public detail::ComponentTypes<T, Backend> {
 /// D = softplus(θ) I with one scalar θ (per head), for any width d. θ and softplus(θ) are
 /// host scalars on every backend.
 template <class T, class Backend = backend::cpu>
-class ScalarFilter : public detail::ComponentTypes<T, Backend> {
-  using Types = detail::ComponentTypes<T, Backend>;
+class ScalarFilter : public ComponentTypes<T, Backend> {
+  using Types = ComponentTypes<T, Backend>;
 
  public:
   using typename Types::ConstView;

@@ -19,8 +19,8 @@
 #include "nlb/attention/detail/cache_append.hpp"
 #include "nlb/attention/kv_cache.hpp"
 #include "nlb/core.hpp"
+#include "nlb/core/component_types.hpp"
 #include "nlb/core/context.hpp"
-#include "nlb/core/detail/component_types.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/ops/attention.hpp"
 #include "nlb/ops/gemm.hpp"
@@ -53,9 +53,9 @@ struct FactoredHead {
 /// output) + 2·(T + S)·d·W (features, W = Σ w_h) + about 2·T·(past + T/2)·(W + d) (scores and
 /// context). The matrices are kept in the backend's weight storage.
 template <class T, int D = Dynamic, class Backend = backend::cpu>
-class FactoredAttention : public detail::ComponentTypes<T, Backend> {
+class FactoredAttention : public ComponentTypes<T, Backend> {
   using Storage = storage_traits<Backend, T>;
-  using Types = detail::ComponentTypes<T, Backend>;
+  using Types = ComponentTypes<T, Backend>;
   using Matrix = typename Storage::template activations<>;
   template <class, int, class>
   friend class FactoredAttention;  // the converting constructor reads another backend's form

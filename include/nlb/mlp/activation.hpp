@@ -1,5 +1,5 @@
-// The MLP activations of the two model families, as policy types for Mlp: `apply` runs the CPU
-// kernel of a backend tag in place, `op` is the same formula as a functor for any backend.
+// The MLP activations of the two model families, as policy types for Mlp: `op` is the formula as
+// a functor that ops::transform runs on any backend (on the CPU through the SIMD kernels).
 #pragma once
 
 #include "nlb/core.hpp"
@@ -13,11 +13,6 @@ struct GeluTanh {
   /// The formula as a host/device functor (ops::transform on any backend).
   template <class Math = math::exact>
   using op = kernels::GeluTanhOp<Math>;
-  /// In place on n contiguous values with the backend's kernel.
-  template <class Math = math::exact, class Backend, class T>
-  static void apply(Backend backend, T* data, Index n) {
-    kernels::gelu_tanh<Math>(backend, data, n);
-  }
 };
 
 /// The exact (erf) GELU of GPT-NeoX / Pythia: 0.5 x (1 + erf(x / sqrt 2)).
@@ -25,10 +20,6 @@ struct GeluErf {
   static constexpr const char* name = "gelu";
   template <class Math = math::exact>
   using op = kernels::GeluErfOp<Math>;
-  template <class Math = math::exact, class Backend, class T>
-  static void apply(Backend backend, T* data, Index n) {
-    kernels::gelu_erf<Math>(backend, data, n);
-  }
 };
 
 }  // namespace nlb

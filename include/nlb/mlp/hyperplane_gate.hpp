@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "nlb/core.hpp"
+#include "nlb/core/component_types.hpp"
 #include "nlb/core/context.hpp"
-#include "nlb/core/detail/component_types.hpp"
 #include "nlb/core/host_device.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/mlp/detail/fitted_storage.hpp"
@@ -77,10 +77,10 @@ struct AddConstant {
 /// host. Fitting, calibration and the host conveniences run on host backends, in double; a
 /// device gate is a copy of a fitted host gate (to_backend).
 template <class T, int D = Dynamic, class Backend = backend::cpu>
-class HyperplaneGate : public detail::ComponentTypes<T, Backend> {
+class HyperplaneGate : public ComponentTypes<T, Backend> {
   static_assert(std::is_floating_point_v<T>, "HyperplaneGate<T, ...>: T must be float or double");
   using Storage = storage_traits<Backend, T>;
-  using Types = detail::ComponentTypes<T, Backend>;
+  using Types = ComponentTypes<T, Backend>;
 
  public:
   using typename Types::ConstView;

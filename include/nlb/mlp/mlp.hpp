@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "nlb/core.hpp"
+#include "nlb/core/component_types.hpp"
 #include "nlb/core/context.hpp"
-#include "nlb/core/detail/component_types.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/mlp/activation.hpp"
 #include "nlb/mlp/route_counts.hpp"
@@ -32,9 +32,9 @@ namespace nlb {
 /// construction; device memory on backend::cuda); the biases in T.
 template <class T, int D = Dynamic, int H = Dynamic, class Act = GeluTanh,
           class Backend = backend::cpu>
-class Mlp : public detail::ComponentTypes<T, Backend> {
+class Mlp : public ComponentTypes<T, Backend> {
   using Storage = storage_traits<Backend, T>;
-  using Types = detail::ComponentTypes<T, Backend>;
+  using Types = ComponentTypes<T, Backend>;
 
  public:
   using typename Types::ConstView;

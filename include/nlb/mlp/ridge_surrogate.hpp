@@ -14,8 +14,8 @@
 #include <utility>
 
 #include "nlb/core.hpp"
+#include "nlb/core/component_types.hpp"
 #include "nlb/core/context.hpp"
-#include "nlb/core/detail/component_types.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/mlp/detail/fitted_storage.hpp"
 #include "nlb/mlp/detail/ridge_linalg.hpp"
@@ -146,11 +146,11 @@ std::pair<RidgeSolution, RidgeFitReport> solve(const RidgeStats<DIn, DOut>& stat
 /// T: float or double. DIn, DOut: compile-time sizes or Dynamic; fixed sizes are checked
 /// against run-time data. Cost of forward(): 2·T·d_in·d_out FLOPs.
 template <class T, int DIn = Dynamic, int DOut = Dynamic, class Backend = backend::cpu>
-class RidgeSurrogate : public detail::ComponentTypes<T, Backend> {
+class RidgeSurrogate : public ComponentTypes<T, Backend> {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "RidgeSurrogate: T must be float or double");
   using Storage = storage_traits<Backend, T>;
-  using Types = detail::ComponentTypes<T, Backend>;
+  using Types = ComponentTypes<T, Backend>;
 
  public:
   using typename Types::ConstView;

@@ -11,7 +11,7 @@
 
 #include "nlb/attention/attention_weights.hpp"
 #include "nlb/core.hpp"
-#include "nlb/core/detail/component_types.hpp"
+#include "nlb/core/component_types.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/ops/scratch.hpp"
 

@@ -1,11 +1,12 @@
 // The member types that every component (the MLP kinds, the attention kinds, the filters, the
 // gate) declares alike, written once: Block, GatedMLP and the slots read Scalar and
-// backend_type, and callers bind their arguments through ConstView and View. Internal to nlb.
+// backend_type, and callers bind their arguments through ConstView and View. A component of
+// one's own may derive from it too (docs/architecture.md, "Component contracts").
 #pragma once
 
 #include "nlb/core/storage.hpp"
 
-namespace nlb::detail {
+namespace nlb {
 
 /// Scalar, backend_type and the argument views of a component computing in T on Backend. A
 /// component derives from it and names the views it uses in its own signatures with
@@ -22,4 +23,4 @@ struct ComponentTypes {
   using View = typename storage_traits<Backend, T>::view;
 };
 
-}  // namespace nlb::detail
+}  // namespace nlb
