@@ -12,7 +12,10 @@ Usage: /usr/bin/python3 tools/python/self_check.py [--skip-determinism]
   3. The torch modules against an independent numpy formulation (loops over
      heads and positions, 2x2 rotary rotations, math.erf/tanh GELU) on a
      short input, in float64: logits and every tap. Also a sequential-residual
-     GPT-NeoX with random weights, to cover use_parallel_residual = false.
+     GPT-NeoX with random weights, to cover use_parallel_residual = false;
+     and the Llama family (nlb_reference/llama.py) with random weights:
+     grouped-query, multi-query and multi-head attention, Qwen2's biases,
+     tied and untied heads, the rope_scaling kinds, and its refusals.
   4. Fixtures: reloaded with the reader; logits, loss and taps recomputed in
      float64 from the reloaded weights and compared with the stored values;
      the model SHA-256 stamp matches; the PPL JSON runs recomputed.
@@ -40,6 +43,7 @@ import torch  # noqa: E402
 
 from nlb_reference import hf_layout, independent, protocol, safetensors_io  # noqa: E402
 from nlb_reference.data import read_tokens  # noqa: E402
+from nlb_reference.llama import LlamaConfig, LlamaForCausalLM  # noqa: E402
 from nlb_reference.models import NeoXConfig, NeoXForCausalLM, context_length  # noqa: E402
 
 import make_fixtures  # noqa: E402  (fnv1a64_of_tensors)
@@ -207,6 +211,62 @@ def check_sequential_neox(tokens):
            F64_AGREEMENT)
 
 
+def check_llama_family(tokens):
+    """The Llama-family module (nlb_reference/llama.py) against the numpy loops
+    on random weights with non-trivial norm gains and biases: grouped-query
+    (2 KV heads for 4), multi-query (1) and multi-head (4) attention, Qwen2's
+    q/k/v biases, tied and untied unembedding, an explicit head_dim, and the
+    rope_scaling kinds llama3, linear and none."""
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+              "original_max_position_embeddings": 64}
+    cases = [
+        ("llama, GQA 4/2, llama3 scaling, untied", dict(model_type="llama", rope_scaling=llama3)),
+        ("llama, MQA 4/1, linear scaling, tied", dict(model_type="llama", num_key_value_heads=1,
+                                                      rope_scaling={"type": "linear", "factor": 2.0},
+                                                      tie_word_embeddings=True)),
+        ("qwen2, MHA 4/4, q/k/v biases, tied", dict(model_type="qwen2", num_key_value_heads=4,
+                                                    tie_word_embeddings=True)),
+        ("mistral, GQA 4/2, head_dim 16 != d/heads", dict(model_type="mistral", head_dim=16)),
+    ]
+    for what, changes in cases:
+        cfg = LlamaConfig(**{**dict(vocab_size=256, max_position_embeddings=32, hidden_size=48,
+                                    intermediate_size=80, num_hidden_layers=2, num_attention_heads=4,
+                                    num_key_value_heads=2, rope_theta=500.0), **changes})
+        model = LlamaForCausalLM(cfg).double()
+        model.init_weights(torch.Generator().manual_seed(5))
+        noise = torch.Generator().manual_seed(6)
+        with torch.no_grad():
+            for p in model.parameters():  # non-trivial gains and biases
+                p.add_(0.05 * torch.randn(p.shape, generator=noise, dtype=torch.float64))
+            taps = {}
+            logits = model(torch.tensor([tokens]), taps)[0]
+        hf = cfg.to_hf()
+        require(f"{what}: config.json round trip", LlamaConfig.from_hf(hf) == cfg)
+        weights = {k: t.numpy() for k, t in model.state_dict().items()}
+        ref_logits, ref_taps = independent.llama_forward(weights, hf, np.array(tokens))
+        report(f"{what}: logits vs independent", rel_max(logits, ref_logits), F64_AGREEMENT)
+        require(f"{what}: same tap names", set(taps) == set(ref_taps))
+        report(f"{what}: worst tap vs independent",
+               max(rel_max(taps[k][0], ref_taps[k]) for k in ref_taps), F64_AGREEMENT)
+    for bad, message in [
+        (dict(num_key_value_heads=3), "must divide"),
+        (dict(rope_scaling={"rope_type": "yarn", "factor": 4.0}), "'yarn'"),
+        (dict(rope_scaling={"rope_type": "llama3", "factor": 8.0}), "low_freq_factor"),
+        (dict(model_type="phi3"), "phi3"),
+    ]:
+        try:
+            LlamaConfig(**bad)
+            require(f"LlamaConfig({bad}) refused", False)
+        except ValueError as e:
+            require(f"LlamaConfig({bad}) refused, naming {message}", message in str(e))
+    windowed = LlamaConfig(model_type="mistral", sliding_window=8)
+    try:
+        LlamaForCausalLM(windowed)(torch.zeros(1, 9, dtype=torch.int64))
+        require("sliding_window 8 over 9 positions refused", False)
+    except ValueError as e:
+        require("sliding_window 8 over 9 positions refused", "sliding_window 8" in str(e))
+
+
 def check_fixture(name):
     model_dir = os.path.join(REPO, "models", name)
     fixture, meta = safetensors_io.read(os.path.join(FIX, f"{name}-reference.safetensors"))
@@ -314,6 +374,8 @@ def main():
         check_fixture(name)
     print("3b. sequential residual")
     check_sequential_neox(short[:12])
+    print("3c. Llama family (random weights)")
+    check_llama_family(short[:12])
     print("5. rounded copies")
     check_rounded()
     if not args.skip_determinism:

@@ -1,4 +1,5 @@
-"""A second, deliberately different formulation of both models, for checking.
+"""A second, deliberately different formulation of the models (GPT-2, GPT-NeoX
+and the Llama family), for checking.
 
 Pure numpy in float64 with explicit loops over heads and positions: it reads
 the weights by their Hugging Face names from a plain dict of arrays (not from
@@ -126,6 +127,90 @@ def neox_forward(w, cfg, tokens):
         taps[f"{i}.block_output"] = x
     x = layer_norm(x, w[p + "final_layer_norm.weight"], w[p + "final_layer_norm.bias"], eps)
     return x @ w["embed_out.weight"].T, taps
+
+
+def llama_frequencies(cfg):
+    """The rotary frequency of each pair j < head_dim/2 of a Llama-family
+    config.json, one scalar at a time: theta^(-2j/hd), then the rope_scaling
+    rule applied by cases on the pair's wavelength (llama3) or as a division
+    (linear)."""
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    scaling = cfg.get("rope_scaling") or {}
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    out = []
+    for j in range(hd // 2):
+        f = float(cfg["rope_theta"]) ** (-2.0 * j / hd)
+        if kind == "linear":
+            f = f / scaling["factor"]
+        elif kind == "llama3":
+            wavelength = 2.0 * math.pi / f
+            short = scaling["original_max_position_embeddings"] / scaling["high_freq_factor"]
+            long = scaling["original_max_position_embeddings"] / scaling["low_freq_factor"]
+            if wavelength > long:
+                f = f / scaling["factor"]
+            elif wavelength >= short:
+                # linear in original / wavelength between the two bounds
+                t = (scaling["original_max_position_embeddings"] / wavelength - scaling["low_freq_factor"]) / (
+                    scaling["high_freq_factor"] - scaling["low_freq_factor"]
+                )
+                f = t * f + (1.0 - t) * f / scaling["factor"]
+        out.append(f)
+    return out
+
+
+def llama_forward(w, cfg, tokens):
+    """As gpt2_forward, for a Llama-family (llama, qwen2, mistral) config and
+    weights: RMSNorm by an explicit sum of squares, SiLU with math.exp, query
+    head h reading key/value head h // (heads / kv_heads), rotary pairs
+    (j, j + hd/2) rotated as 2x2 matrices by position * llama_frequencies[j]."""
+    d, heads, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["rms_norm_eps"]
+    kv_heads = cfg.get("num_key_value_heads") or heads
+    hd = cfg.get("head_dim") or d // heads
+    group = heads // kv_heads
+    freq = llama_frequencies(cfg)
+    silu = np.vectorize(lambda v: v / (1.0 + math.exp(-v)))
+
+    def rms(x, weight):
+        return np.stack([row / math.sqrt(sum(v * v for v in row) / len(row) + eps) for row in x]) * weight
+
+    def rotate(x, position):
+        out = x.copy()
+        for j in range(hd // 2):
+            c, s = math.cos(position * freq[j]), math.sin(position * freq[j])
+            out[j] = c * x[j] - s * x[j + hd // 2]
+            out[j + hd // 2] = s * x[j] + c * x[j + hd // 2]
+        return out
+
+    def linear(x, name):
+        y = x @ w[name + ".weight"].T
+        return y + w[name + ".bias"] if name + ".bias" in w else y
+
+    t_len = len(tokens)
+    x = w["model.embed_tokens.weight"][tokens]
+    taps = {"embedding": x}
+    for i in range(cfg["num_hidden_layers"]):
+        b = f"model.layers.{i}."
+        taps[f"{i}.block_input"] = x
+        h = rms(x, w[b + "input_layernorm.weight"])
+        q, k, v = (linear(h, b + f"self_attn.{n}_proj") for n in "qkv")
+        outputs = []
+        for hh in range(heads):
+            g = hh // group
+            qh = np.stack([rotate(q[t, hh * hd : (hh + 1) * hd], t) for t in range(t_len)])
+            kh = np.stack([rotate(k[t, g * hd : (g + 1) * hd], t) for t in range(t_len)])
+            outputs.append(attend(qh, kh, v[:, g * hd : (g + 1) * hd]))
+        a = np.concatenate(outputs, axis=1) @ w[b + "self_attn.o_proj.weight"].T
+        taps[f"{i}.attn_output"] = a
+        x = x + a
+        m_in = rms(x, w[b + "post_attention_layernorm.weight"])
+        taps[f"{i}.mlp_input"] = m_in
+        gated = silu(m_in @ w[b + "mlp.gate_proj.weight"].T) * (m_in @ w[b + "mlp.up_proj.weight"].T)
+        m = gated @ w[b + "mlp.down_proj.weight"].T
+        taps[f"{i}.mlp_output"] = m
+        x = x + m
+        taps[f"{i}.block_output"] = x
+    unembedding = w.get("lm_head.weight", w["model.embed_tokens.weight"])
+    return rms(x, w["model.norm.weight"]) @ unembedding.T, taps
 
 
 def expected_names(cfg):
