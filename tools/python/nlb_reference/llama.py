@@ -282,7 +282,8 @@ class LlamaForCausalLM(nn.Module):
         super().__init__()
         self.config = config
         self.model = LlamaBody(config)
-        self.lm_head = None if config.tie_word_embeddings else nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        untied = not config.tie_word_embeddings
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False) if untied else None
 
     def unembedding(self) -> torch.Tensor:
         """[V, d]: lm_head's weight, or the token embedding when tied."""
