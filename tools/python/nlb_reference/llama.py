@@ -29,7 +29,7 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
-from .models import _record, causal_softmax_attention, check_hf_options, rotate_half
+from .models import _mlp_with_taps, _record, causal_softmax_attention, check_hf_options, init_gpt2_style, rotate_half
 
 MODEL_TYPES = ("llama", "qwen2", "mistral")
 
@@ -258,11 +258,7 @@ class LlamaLayer(nn.Module):
         a = self.self_attn(self.input_layernorm(x))
         _record(taps, prefix + "attn_output", a)
         h = x + a
-        m_in = self.post_attention_layernorm(h)
-        _record(taps, prefix + "mlp_input", m_in)
-        m = self.mlp(m_in)
-        _record(taps, prefix + "mlp_output", m)
-        out = h + m
+        out = _mlp_with_taps(self.mlp, self.post_attention_layernorm(h), taps, prefix) + h
         _record(taps, prefix + "block_output", out)
         return out
 
@@ -299,14 +295,9 @@ class LlamaForCausalLM(nn.Module):
         return self.model.norm(x) @ self.unembedding().T
 
     def init_weights(self, generator: torch.Generator):
-        """N(0, initializer_range) for every matrix, zero biases, unit RMSNorm
-        gains; draws from `generator` in parameter order."""
-        std = self.config.initializer_range
-        with torch.no_grad():
-            for name, p in self.named_parameters():
-                if name.endswith("norm.weight"):
-                    p.fill_(1.0)
-                elif p.dim() == 1:
-                    p.zero_()
-                else:
-                    p.normal_(0.0, std, generator=generator)
+        """init_gpt2_style without the residual scaling (HF's Llama
+        initialisation): N(0, initializer_range) for every matrix, zero biases,
+        unit RMSNorm gains."""
+        init_gpt2_style(
+            self, generator, self.config.num_hidden_layers, gains=("norm.weight",), residual_projections=()
+        )
