@@ -199,3 +199,33 @@ BOOST_AUTO_TEST_CASE(backend_context_storage_and_host_device_marker) {
   block(1, 1) = 7.0f;
   BOOST_TEST(wide(1, 1) == 7.0f);
 }
+
+// A component of one's own takes its member types from ComponentTypes, as the library's do.
+template <class T, int D, class Backend>
+struct WidthCheckedScale : nlb::ComponentTypes<T, Backend> {
+  using Types = nlb::ComponentTypes<T, Backend>;
+  using typename Types::ConstView;
+  using typename Types::View;
+  // Y = 2 X; X, Y [T, D]. The width is checked because the views bind any width.
+  void forward(const ConstView& X, View Y) const {
+    nlb::check_dim("WidthCheckedScale: X cols", D, X.cols());
+    Y = 2 * X;
+  }
+};
+
+BOOST_AUTO_TEST_CASE(component_types_name_scalar_backend_and_width_dynamic_views) {
+  using Scale = WidthCheckedScale<double, 4, nlb::backend::scalar>;
+  static_assert(std::is_same_v<Scale::Scalar, double>);
+  static_assert(std::is_same_v<Scale::backend_type, nlb::backend::scalar>);
+  static_assert(std::is_same_v<Scale::ConstView,
+                               nlb::storage_traits<nlb::backend::scalar, double>::const_view>);
+  // A fixed width of 4 still binds width-Dynamic views: a [2, 3] argument reaches the check
+  // (a fixed-width Eigen::Ref would bind it without one in release builds).
+  static_assert(Scale::ConstView::ColsAtCompileTime == nlb::Dynamic);
+  static_assert(Scale::View::ColsAtCompileTime == nlb::Dynamic);
+  nlb::RowMatrix<double> x = nlb::RowMatrix<double>::Constant(2, 4, 1.5), y(2, 4);
+  Scale{}.forward(x, y);
+  BOOST_TEST(y(1, 3) == 3.0);
+  nlb::RowMatrix<double> narrow(2, 3), out(2, 3);
+  BOOST_CHECK_THROW(Scale{}.forward(narrow, out), nlb::ShapeError);
+}

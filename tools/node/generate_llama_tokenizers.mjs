@@ -247,21 +247,22 @@ for (const c of cases) {
   }
   out.cases.push(entry);
 }
-// Decoding ids that do not form valid UTF-8: lone byte tokens (a continuation byte, a truncated
-// 3-byte sequence) between valid ones.
+// Decoding ids that do not form valid UTF-8: a lone continuation byte, a truncated 3-byte
+// sequence, an invalid byte between valid tokens.
 out.decode_cases = {};
-for (const name of ["sentencepiece-style", "metaspace-style"]) {
-  const v = files[name].model.vocab;
-  const ids = [[v["<0x80>"]], [v["<0xE6>"], v["<0xBC>"]], [v["▁the"] ?? 4, v["<0xFF>"], v["<0x41>"]]];
+const theWord = files["sentencepiece-style"].model.vocab["▁the"];
+if (theWord === undefined) throw new Error("sentencepiece-style: no token ▁the");
+const byteToken = (b) => 3 + b; // <0xXX> follows <unk>, <s>, </s>
+const invalidUtf8 = {
+  "sentencepiece-style": [[byteToken(0x80)], [byteToken(0xe6), byteToken(0xbc)], [theWord, byteToken(0xff), byteToken(0x41)]],
+  "metaspace-style": [[byteToken(0x80)], [byteToken(0xe6), byteToken(0xbc)], [theWord, byteToken(0xff), byteToken(0x41)]],
+  // ids 0..255 are the bytes themselves in the byte-level files
+  "llama3-style": [[0x80], [0xe6, 0xbc], [0x41, 0xff, 0x42]],
+  "qwen2-style": [[0x80], [0xe6, 0xbc], [0x41, 0xff, 0x42]],
+};
+for (const [name, sequences] of Object.entries(invalidUtf8)) {
   out.decode_cases[name] = [];
-  for (const seq of ids) out.decode_cases[name].push({ ids: seq, decoded: await loaded[name].decode(seq, false) });
-}
-for (const name of ["llama3-style", "qwen2-style"]) {
-  const v = files[name].model.vocab;
-  const ch = (b) => Object.keys(v).find((k) => v[k] === b); // byte b's token
-  const ids = [[v[ch(0x80)]], [v[ch(0xe6)], v[ch(0xbc)]], [v[ch(0x41)], v[ch(0xff)], v[ch(0x42)]]];
-  out.decode_cases[name] = [];
-  for (const seq of ids) out.decode_cases[name].push({ ids: seq, decoded: await loaded[name].decode(seq, false) });
+  for (const ids of sequences) out.decode_cases[name].push({ ids, decoded: await loaded[name].decode(ids, false) });
 }
 fs.writeFileSync(path.join(root, "tests/fixtures/llama-tokenizers-reference.json"), JSON.stringify(out) + "\n");
 const sizes = Object.fromEntries(Object.entries(files).map(([n, j]) => [n, Object.keys(j.model.vocab).length]));

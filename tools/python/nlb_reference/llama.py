@@ -29,7 +29,15 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
-from .models import _mlp_with_taps, _record, causal_softmax_attention, check_hf_options, init_gpt2_style, rotate_half
+from .models import (
+    _mlp_with_taps,
+    _record,
+    causal_softmax_attention,
+    check_hf_options,
+    hf_fields,
+    init_gpt2_style,
+    rotate_half,
+)
 
 MODEL_TYPES = ("llama", "qwen2", "mistral")
 
@@ -81,7 +89,7 @@ class LlamaConfig:
         if self.sliding_window is not None and self.sliding_window < context:
             raise ValueError(
                 f"sliding_window {self.sliding_window} is shorter than the context {context}: "
-                "windowed attention is not implemented"
+                "this reference attends over every earlier position"
             )
 
     @classmethod
@@ -93,25 +101,26 @@ class LlamaConfig:
         window = cfg.get("sliding_window")
         if kind == "qwen2" and not cfg.get("use_sliding_window", False):
             window = None  # Qwen2 ships the field but attends over everything unless this is set
-        defaults = cls()
         return cls(
             model_type=kind,
-            vocab_size=cfg["vocab_size"],
-            max_position_embeddings=cfg["max_position_embeddings"],
-            hidden_size=cfg["hidden_size"],
-            intermediate_size=cfg["intermediate_size"],
-            num_hidden_layers=cfg["num_hidden_layers"],
-            num_attention_heads=cfg["num_attention_heads"],
+            **hf_fields(
+                cls,
+                cfg,
+                required=(
+                    "vocab_size",
+                    "max_position_embeddings",
+                    "hidden_size",
+                    "intermediate_size",
+                    "num_hidden_layers",
+                    "num_attention_heads",
+                ),
+                optional=("head_dim", "rms_norm_eps", "rope_theta", "rope_scaling", "tie_word_embeddings",
+                          "initializer_range"),
+            ),
             # HF's rule: absent means one key/value head per query head (plain multi-head attention)
             num_key_value_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
-            head_dim=cfg.get("head_dim"),
-            rms_norm_eps=cfg.get("rms_norm_eps", defaults.rms_norm_eps),
-            rope_theta=float(cfg.get("rope_theta", defaults.rope_theta)),
-            rope_scaling=cfg.get("rope_scaling"),
             attention_bias=cfg.get("attention_bias", kind == "qwen2"),
-            tie_word_embeddings=cfg.get("tie_word_embeddings", False),
             sliding_window=window,
-            initializer_range=cfg.get("initializer_range", defaults.initializer_range),
         )
 
     def to_hf(self, torch_dtype: str = "float32") -> dict:
