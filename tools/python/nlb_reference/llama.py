@@ -30,12 +30,12 @@ import torch
 import torch.nn as nn
 
 from .models import (
-    _mlp_with_taps,
     _record,
     causal_softmax_attention,
     check_hf_options,
     hf_fields,
     init_gpt2_style,
+    residual_block,
     rotate_half,
 )
 
@@ -263,13 +263,9 @@ class LlamaLayer(nn.Module):
         self.mlp = SwiGluMlp(config)
 
     def forward(self, x, taps=None, prefix=""):
-        _record(taps, prefix + "block_input", x)
-        a = self.self_attn(self.input_layernorm(x))
-        _record(taps, prefix + "attn_output", a)
-        h = x + a
-        out = _mlp_with_taps(self.mlp, self.post_attention_layernorm(h), taps, prefix) + h
-        _record(taps, prefix + "block_output", out)
-        return out
+        return residual_block(
+            x, lambda x: self.self_attn(self.input_layernorm(x)), self.post_attention_layernorm, self.mlp, taps, prefix
+        )
 
 
 class LlamaBody(nn.Module):

@@ -88,6 +88,24 @@ def _mlp_with_taps(mlp, m_in, taps, prefix):
     return m
 
 
+def residual_block(x, attend, ln_2, mlp, taps, prefix, parallel=False):
+    """One pre-norm transformer block with its taps: a = attend(x) (the
+    attention of the normalised input, the block's choice), then
+    sequential: h = x + a, out = h + mlp(ln_2(h))  (GPT-2, Llama, NeoX's option);
+    parallel:   out = mlp(ln_2(x)) + a + x          (GPT-NeoX's default)."""
+    _record(taps, prefix + "block_input", x)
+    a = attend(x)
+    _record(taps, prefix + "attn_output", a)
+    if parallel:
+        # both branches read the block input
+        out = _mlp_with_taps(mlp, ln_2(x), taps, prefix) + a + x
+    else:
+        h = x + a
+        out = h + _mlp_with_taps(mlp, ln_2(h), taps, prefix)
+    _record(taps, prefix + "block_output", out)
+    return out
+
+
 def init_gpt2_style(model, generator, n_layer, gains, residual_projections, constants=None):
     """GPT-2's initialization, shared by every model here: N(0, initializer_range)
     for the matrices, residual output projections scaled by 1/sqrt(2 n_layer),
@@ -288,13 +306,10 @@ class Gpt2Block(nn.Module):
         self.mlp = Gpt2Mlp(config)
 
     def forward(self, x, taps=None, prefix=""):
-        _record(taps, prefix + "block_input", x)
-        a = self.attn(self.ln_1(x) if self.ln_1 is not None else x)
-        _record(taps, prefix + "attn_output", a)
-        h = x + a
-        out = h + _mlp_with_taps(self.mlp, self.ln_2(h), taps, prefix)
-        _record(taps, prefix + "block_output", out)
-        return out
+        def attend(x):
+            return self.attn(self.ln_1(x) if self.ln_1 is not None else x)
+
+        return residual_block(x, attend, self.ln_2, self.mlp, taps, prefix)
 
 
 class Gpt2Body(nn.Module):
@@ -504,17 +519,15 @@ class NeoXLayer(nn.Module):
         self.mlp = NeoXMlp(config)
 
     def forward(self, x, taps=None, prefix=""):
-        _record(taps, prefix + "block_input", x)
-        a = self.attention(self.input_layernorm(x))
-        _record(taps, prefix + "attn_output", a)
-        if self.parallel:
-            # x + attn(ln1(x)) + mlp(ln2(x)): both branches read the block input.
-            out = _mlp_with_taps(self.mlp, self.post_attention_layernorm(x), taps, prefix) + a + x
-        else:
-            h = a + x
-            out = _mlp_with_taps(self.mlp, self.post_attention_layernorm(h), taps, prefix) + h
-        _record(taps, prefix + "block_output", out)
-        return out
+        return residual_block(
+            x,
+            lambda x: self.attention(self.input_layernorm(x)),
+            self.post_attention_layernorm,
+            self.mlp,
+            taps,
+            prefix,
+            parallel=self.parallel,
+        )
 
 
 class NeoXBody(nn.Module):
