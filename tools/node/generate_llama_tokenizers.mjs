@@ -29,10 +29,12 @@ const root = path.resolve(here, "../..");
 const hf = require("tokenizers");
 const version = JSON.parse(fs.readFileSync(path.join(here, "node_modules/tokenizers/package.json"), "utf8")).version;
 
-const LLAMA3_PATTERN =
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-const QWEN2_PATTERN =
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// The two patterns differ only in the digits: groups of 1-3 (Llama 3) or one at a time (Qwen2).
+const splitPattern = (digits) =>
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" + digits +
+  "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const LLAMA3_PATTERN = splitPattern("\\p{N}{1,3}");
+const QWEN2_PATTERN = splitPattern("\\p{N}");
 const BYTE_LEVEL_MERGES = 3000;
 const SENTENCEPIECE_MERGES = 2000;
 // The strings the ids are recorded for (below) join the training text three times over, so that
@@ -151,7 +153,8 @@ function sentencePieceVocabulary() {
   const characters = [...new Set([..."▁" + shipped.replace(/ /g, "▁")])].sort();
   for (const c of characters) if (!(c in vocab)) vocab[c] = Object.keys(vocab).length;
   const covered = new Set(characters);
-  for (const key of [...words.keys()]) if (![...key.replaceAll("\u0000", "")].every((c) => covered.has(c))) words.delete(key);
+  for (const key of [...words.keys()])
+    if (![...key.replaceAll("\u0000", "")].every((c) => covered.has(c))) words.delete(key);
   const merges = trainMerges(words, SENTENCEPIECE_MERGES);
   for (const [a, b] of merges) if (!(a + b in vocab)) vocab[a + b] = Object.keys(vocab).length;
   return { vocab, merges };
@@ -209,7 +212,9 @@ const cases = [
   ...own.map(([name, text]) => ({ name, text })),
 ];
 const caseText = cases.map((c) => c.text).join("\n");
-const shipped = ["data/kjv-fit.txt", "data/jargon-eval.txt"].map((f) => fs.readFileSync(path.join(root, f), "utf8")).join("\n");
+const shipped = ["data/kjv-fit.txt", "data/jargon-eval.txt"]
+  .map((f) => fs.readFileSync(path.join(root, f), "utf8"))
+  .join("\n");
 const training = [shipped, caseText, caseText, caseText].join("\n");
 
 // ---------------------------------------------------------------------------------------------
@@ -253,9 +258,11 @@ out.decode_cases = {};
 const theWord = files["sentencepiece-style"].model.vocab["▁the"];
 if (theWord === undefined) throw new Error("sentencepiece-style: no token ▁the");
 const byteToken = (b) => 3 + b; // <0xXX> follows <unk>, <s>, </s>
+const pieceSequences = [[byteToken(0x80)], [byteToken(0xe6), byteToken(0xbc)],
+                        [theWord, byteToken(0xff), byteToken(0x41)]];
 const invalidUtf8 = {
-  "sentencepiece-style": [[byteToken(0x80)], [byteToken(0xe6), byteToken(0xbc)], [theWord, byteToken(0xff), byteToken(0x41)]],
-  "metaspace-style": [[byteToken(0x80)], [byteToken(0xe6), byteToken(0xbc)], [theWord, byteToken(0xff), byteToken(0x41)]],
+  "sentencepiece-style": pieceSequences,
+  "metaspace-style": pieceSequences,
   // ids 0..255 are the bytes themselves in the byte-level files
   "llama3-style": [[0x80], [0xe6, 0xbc], [0x41, 0xff, 0x42]],
   "qwen2-style": [[0x80], [0xe6, 0xbc], [0x41, 0xff, 0x42]],
