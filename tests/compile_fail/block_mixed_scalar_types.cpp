@@ -1,6 +1,6 @@
 // A float attention with a double MLP must not compose into one Block: the block takes its
 // scalar type from its parts, and they must agree.
-// expect: Block: attention and MLP must share one scalar type (AttnT::Scalar vs MlpT::Scalar)
+// expect: Block: attention and MLP must share one scalar type (AttnT vs MlpT)
 #include <nlb/attention/dense_attention.hpp>
 #include <nlb/mlp/mlp.hpp>
 #include <nlb/model/block.hpp>

@@ -1,6 +1,6 @@
 // An MLP on the scalar backend with a surrogate and gate on the SIMD backend must not compose:
 // a composite runs on the one backend of its parts.
-// expect: must run on one backend (MlpT::backend_type vs SurrogateT::backend_type)
+// expect: the MLP and the surrogate must run on one backend (MlpT vs SurrogateT)
 #include <nlb/mlp/gated_mlp.hpp>
 #include <nlb/mlp/hyperplane_gate.hpp>
 #include <nlb/mlp/mlp.hpp>

@@ -191,11 +191,8 @@ class ModelRunner final : public VariantRunner<T> {
   using DeviceModel = Transformer<T, Backend>;
 
  public:
-  using typename Base::HostTaps;
-  using typename Base::Model;
-  using typename Base::Progress;
-  using typename Base::Tokens;
-  using typename Base::Variant;
+  using typename Base::HostTaps, typename Base::Model, typename Base::Progress,
+      typename Base::Tokens, typename Base::Variant;
 
   ModelRunner(Context<Backend>& ctx, const Model& host,
               double prefix_bytes = double(std::size_t{1} << 30))

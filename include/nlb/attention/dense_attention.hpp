@@ -42,9 +42,7 @@ class DenseAttention : public detail::ProjectedHeads<DenseAttention, T, D, Backe
   using Base = detail::ProjectedHeads<DenseAttention, T, D, Backend>;
 
  public:
-  using typename Base::ConstView;
-  using typename Base::View;
-  using typename Base::Workspace;
+  using typename Base::ConstView, typename Base::View, typename Base::Workspace;
   /// The class name, as the constructor's messages give it.
   static constexpr const char* kind_name = "DenseAttention";
 

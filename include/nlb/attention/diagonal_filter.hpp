@@ -71,8 +71,7 @@ class DiagonalFilter : public ComponentTypes<T, Backend> {
   using Types = ComponentTypes<T, Backend>;
 
  public:
-  using typename Types::ConstView;
-  using typename Types::View;
+  using typename Types::ConstView, typename Types::View;
   static constexpr int size = D;
   using Vector = typename Storage::template vector<D>;
   template <class B>
@@ -172,8 +171,7 @@ class ScalarFilter : public ComponentTypes<T, Backend> {
   using Types = ComponentTypes<T, Backend>;
 
  public:
-  using typename Types::ConstView;
-  using typename Types::View;
+  using typename Types::ConstView, typename Types::View;
   static constexpr int size = Dynamic;
   template <class B>
   using on_backend = ScalarFilter<T, B>;

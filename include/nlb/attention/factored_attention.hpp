@@ -61,8 +61,7 @@ class FactoredAttention : public ComponentTypes<T, Backend> {
   friend class FactoredAttention;  // the converting constructor reads another backend's form
 
  public:
-  using typename Types::ConstView;
-  using typename Types::View;
+  using typename Types::ConstView, typename Types::View;
   static constexpr int size = D;
   using Input = typename Storage::template activations<D>;
   using Output = typename Storage::template activations<D>;

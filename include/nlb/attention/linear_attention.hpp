@@ -57,16 +57,11 @@ class LinearAttention : public detail::ProjectedHeads<LinearAttention, T, D, Bac
   using Base = detail::ProjectedHeads<LinearAttention, T, D, Backend>;
 
  public:
-  using typename Base::ConstView;
-  using typename Base::View;
-  using typename Base::Workspace;
   /// The class name, as the constructor's messages give it.
   static constexpr const char* kind_name = "LinearAttention";
+  using typename Base::ConstView, typename Base::View, typename Base::Workspace;
 
-  /// LinearAttention() (empty), LinearAttention(weights, n_heads, rotary_dims = 0, rotary_base =
-  /// 10000) on a host backend, and the converting LinearAttention(const LinearAttention<T, D,
-  /// From>&) onto another backend: ProjectedHeads' constructors (ShapeError for sizes and head
-  /// count, ArgumentError for an odd or too large rotary_dims).
+  /// DenseAttention's constructors (ProjectedHeads'), with the same arguments and errors.
   using Base::Base;
 
   /// Y = linear_attention(X) over positions [0, T), X, Y [T, d] (Y must not alias X). `cache`

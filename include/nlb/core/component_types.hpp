@@ -4,6 +4,8 @@
 // one's own may derive from it too (docs/architecture.md, "Component contracts").
 #pragma once
 
+#include <type_traits>
+
 #include "nlb/core/storage.hpp"
 
 namespace nlb {
@@ -22,5 +24,15 @@ struct ComponentTypes {
   using ConstView = typename storage_traits<Backend, T>::const_view;
   using View = typename storage_traits<Backend, T>::view;
 };
+
+/// True when components A and B compute in one scalar type (their Scalar). Composites (GatedMLP,
+/// Block) assert it of each pair of parts, so the message names the pair that differs.
+template <class A, class B>
+inline constexpr bool same_scalar = std::is_same_v<typename A::Scalar, typename B::Scalar>;
+
+/// True when components A and B run on one backend (their backend_type).
+template <class A, class B>
+inline constexpr bool same_backend =
+    std::is_same_v<typename A::backend_type, typename B::backend_type>;
 
 }  // namespace nlb

@@ -61,11 +61,8 @@ class ShardedRunner final : public VariantRunner<T> {
   using Base = VariantRunner<T>;
 
  public:
-  using typename Base::HostTaps;
-  using typename Base::Model;
-  using typename Base::Progress;
-  using typename Base::Tokens;
-  using typename Base::Variant;
+  using typename Base::HostTaps, typename Base::Model, typename Base::Progress,
+      typename Base::Tokens, typename Base::Variant;
 
   ShardedRunner(VariantRunner<T>& local, const Communicator& comm) : local_(&local), comm_(&comm) {}
 

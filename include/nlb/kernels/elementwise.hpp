@@ -79,8 +79,7 @@ struct GeluErfOp {
   static_assert(math::is_policy<Math>, "GeluErfOp: Math must be math::exact or math::fast");
   NLB_ELEMENTWISE_CALL({
     using c = detail::gelu_constants<elementwise_math::scalar_of_t<V>>;
-    namespace em = elementwise_math;
-    return V(c::half) * x * (V(c::one) + em::erf(x * V(c::inv_sqrt2)));
+    return V(c::half) * x * (V(c::one) + elementwise_math::erf(x * V(c::inv_sqrt2)));
   })
 };
 

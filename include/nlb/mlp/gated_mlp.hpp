@@ -98,12 +98,11 @@ class GatedMLP {
   // Scalar, backend and width are the parts': each pair that must agree is checked on its own,
   // so the message names the two sides that differ.
   using Scalar = typename MlpT::Scalar;
-  static_assert(std::is_same_v<Scalar, typename SurrogateT::Scalar>,
-                "GatedMLP: the MLP and the surrogate must share one scalar type "
-                "(MlpT::Scalar vs SurrogateT::Scalar)");
-  static_assert(std::is_same_v<Scalar, typename GateT::Scalar>,
-                "GatedMLP: the MLP and the gate must share one scalar type "
-                "(MlpT::Scalar vs GateT::Scalar)");
+  static_assert(
+      same_scalar<MlpT, SurrogateT>,
+      "GatedMLP: the MLP and the surrogate must share one scalar type (MlpT vs SurrogateT)");
+  static_assert(same_scalar<MlpT, GateT>,
+                "GatedMLP: the MLP and the gate must share one scalar type (MlpT vs GateT)");
   using backend_type = typename MlpT::backend_type;
   // A device part beside host parts is the likely mix (a part not copied with to_backend): said
   // first, by memory space, before the backend checks below name the two backends.
@@ -113,12 +112,10 @@ class GatedMLP {
                                    typename GateT::backend_type::memory_space>,
                 "GatedMLP: the MLP, surrogate and gate must live in one memory space (a device "
                 "part with host parts: copy every part with to_backend(backend::cuda{}, part))");
-  static_assert(std::is_same_v<backend_type, typename SurrogateT::backend_type>,
-                "GatedMLP: the MLP, surrogate and gate must run on one backend "
-                "(MlpT::backend_type vs SurrogateT::backend_type)");
-  static_assert(std::is_same_v<backend_type, typename GateT::backend_type>,
-                "GatedMLP: the MLP, surrogate and gate must run on one backend "
-                "(MlpT::backend_type vs GateT::backend_type)");
+  static_assert(same_backend<MlpT, SurrogateT>,
+                "GatedMLP: the MLP and the surrogate must run on one backend (MlpT vs SurrogateT)");
+  static_assert(same_backend<MlpT, GateT>,
+                "GatedMLP: the MLP and the gate must run on one backend (MlpT vs GateT)");
   static_assert(sizes_compatible<MlpT::in_size, SurrogateT::in_size> &&
                     sizes_compatible<MlpT::out_size, SurrogateT::out_size>,
                 "GatedMLP: MLP, surrogate and gate widths differ at compile time "

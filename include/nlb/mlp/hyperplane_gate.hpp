@@ -83,8 +83,7 @@ class HyperplaneGate : public ComponentTypes<T, Backend> {
   using Types = ComponentTypes<T, Backend>;
 
  public:
-  using typename Types::ConstView;
-  using typename Types::View;
+  using typename Types::ConstView, typename Types::View;
   static constexpr int size = D;
   /// The folded weight w' [d, 1]: ColVector<T, D> on the host.
   using Weight = mlp::detail::fitted_matrix<Backend, T, D, 1>;

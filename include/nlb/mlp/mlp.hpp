@@ -37,8 +37,7 @@ class Mlp : public ComponentTypes<T, Backend> {
   using Types = ComponentTypes<T, Backend>;
 
  public:
-  using typename Types::ConstView;
-  using typename Types::View;
+  using typename Types::ConstView, typename Types::View;
   using Activation = Act;
   static constexpr int in_size = D;
   static constexpr int hidden_size = H;

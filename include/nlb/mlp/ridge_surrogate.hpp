@@ -153,8 +153,7 @@ class RidgeSurrogate : public ComponentTypes<T, Backend> {
   using Types = ComponentTypes<T, Backend>;
 
  public:
-  using typename Types::ConstView;
-  using typename Types::View;
+  using typename Types::ConstView, typename Types::View;
   using BackendType = Backend;
   static constexpr int in_size = DIn;
   static constexpr int out_size = DOut;

@@ -45,12 +45,10 @@ struct LayerNormWeights {
 /// same code runs on every backend: Block<…, backend::cuda> parts keep their weights on the device.
 template <class AttnT, class MlpT>
 class Block {
-  static_assert(std::is_same_v<typename AttnT::Scalar, typename MlpT::Scalar>,
-                "Block: attention and MLP must share one scalar type "
-                "(AttnT::Scalar vs MlpT::Scalar)");
-  static_assert(std::is_same_v<typename AttnT::backend_type, typename MlpT::backend_type>,
-                "Block: attention and MLP must run on one backend "
-                "(AttnT::backend_type vs MlpT::backend_type)");
+  static_assert(same_scalar<AttnT, MlpT>,
+                "Block: attention and MLP must share one scalar type (AttnT vs MlpT)");
+  static_assert(same_backend<AttnT, MlpT>,
+                "Block: attention and MLP must run on one backend (AttnT vs MlpT)");
   static_assert(sizes_compatible<AttnT::size, MlpT::in_size> &&
                     sizes_compatible<AttnT::size, MlpT::out_size>,
                 "Block: attention and MLP widths differ at compile time "
