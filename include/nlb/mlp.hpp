@@ -1,4 +1,4 @@
-// Umbrella for nlb/mlp: the MLP-budget components: Mlp, RidgeStats and RidgeSurrogate,
+// Umbrella for nlb/mlp: the MLP-budget components: Mlp, SwiGluMlp, RidgeStats and RidgeSurrogate,
 // HyperplaneGate (with its labels and calibration) and GatedMLP (PAPERS §A). See docs/mlp.md.
 #pragma once
 
@@ -11,3 +11,4 @@
 #include "nlb/mlp/ridge_surrogate.hpp"
 #include "nlb/mlp/route_counts.hpp"
 #include "nlb/mlp/row_parts.hpp"
+#include "nlb/mlp/swiglu_mlp.hpp"

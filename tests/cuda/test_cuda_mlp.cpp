@@ -24,6 +24,7 @@
 #include "nlb/mlp/hyperplane_gate.hpp"
 #include "nlb/mlp/mlp.hpp"
 #include "nlb/mlp/ridge_surrogate.hpp"
+#include "nlb/mlp/swiglu_mlp.hpp"
 #include "random_mlp.hpp"
 #include "tolerances.hpp"
 
@@ -138,6 +139,39 @@ void check_mlp_family() {
   }
 }
 
+// SwiGluMlp (the Llama family's MLP, one product for both input projections) on the device
+// against the same weights on the host, over padded views and batches of every size.
+template <class T>
+void check_swiglu() {
+  DeviceContext ctx;
+  HostContext host_ctx;
+  const Index d = 12, h = 28;
+  using HostSwiGlu = nlb::SwiGluMlp<T, nlb::Dynamic, nlb::Dynamic, Host>;
+  const HostSwiGlu host(normal_matrix<T>(d, h, 0.3, 21), normal_matrix<T>(d, h, 0.3, 22),
+                        normal_matrix<T>(h, d, 0.3, 23));
+  const auto device = nlb::to_backend(Cuda{}, host);
+  static_assert(std::is_same_v<std::remove_const_t<decltype(device)>,
+                               nlb::SwiGluMlp<T, nlb::Dynamic, nlb::Dynamic, Cuda>>);
+  typename std::remove_const_t<decltype(device)>::Workspace ws;
+  typename HostSwiGlu::Workspace host_ws;
+  for (const Index rows : {Index{33}, Index{0}, Index{1}, Index{7}}) {
+    for (const Index pad : {Index{0}, Index{3}}) {
+      BOOST_TEST_CONTEXT("T = " << rows << ", pad " << pad) {
+        const nlb::RowMatrix<T> X =
+            normal_matrix<T>(rows, d, 1.0, 60 + static_cast<unsigned>(rows));
+        const Padded<T> dX(ctx, X, pad);
+        Padded<T> dY(ctx, nlb::RowMatrix<T>::Zero(rows, d), pad);
+        nlb::RowMatrix<T> Y(rows, d);
+        BOOST_TEST(device.forward(ctx, dX.view, dY.view, ws).full == rows);
+        host.forward(host_ctx, X, Y, host_ws);
+        const double err = scaled_error(nlb::cuda::download(ctx, dY.view), Y);
+        BOOST_TEST_MESSAGE("SwiGluMlp: " << err);
+        BOOST_TEST(err <= mlp_rel<T>());
+      }
+    }
+  }
+}
+
 // Thresholds between consecutive host scores (where no rounding can move a row across), plus
 // ±inf: the device must route the same rows and agree on every output, through GatedMLP::forward
 // and through the callable gated_route as Block runs it (the device parts referred to).
@@ -197,6 +231,12 @@ BOOST_AUTO_TEST_CASE(mlp_family_float_tanh) {
 }
 BOOST_AUTO_TEST_CASE(mlp_family_double_erf) {
   check_mlp_family<double, nlb::GeluErf>();
+}
+BOOST_AUTO_TEST_CASE(swiglu_mlp_float) {
+  check_swiglu<float>();
+}
+BOOST_AUTO_TEST_CASE(swiglu_mlp_double) {
+  check_swiglu<double>();
 }
 BOOST_AUTO_TEST_CASE(gated_float_tanh) {
   check_gated<float, nlb::GeluTanh>();

@@ -207,6 +207,7 @@ void product(Context<backend::cuda>& ctx, const char* what, DeviceView<const T> 
 enum class Formula {
   assign,          // y = x
   add,             // y += x
+  multiply,        // y *= x
   add_sum,         // y += x + b (x + b first: the parallel-residual block's order)
   scaled_product,  // y = op(x · b): a column scaled by its diagonal entry, then by op's factor
   apply            // y = op(y)
@@ -229,6 +230,8 @@ struct Entrywise {
       out = x;
     else if constexpr (formula == Formula::add)
       out += x;
+    else if constexpr (formula == Formula::multiply)
+      out *= x;
     else if constexpr (formula == Formula::add_sum)
       out += x + b[r * b_stride + c];
     else if constexpr (formula == Formula::scaled_product)
@@ -351,6 +354,15 @@ void add(Context<backend::cuda>& ctx, const A& a, const B& b, Y&& y) {
                                               const_view_of(b));
 }
 
+/// y ⊙= a, elementwise (the SwiGLU MLP's gate times its up projection). a, y [m, n]; they must
+/// not overlap. O(m n); no wait.
+template <device_operand A, device_operand_of<scalar_of<A>> Y>
+void multiply(Context<backend::cuda>& ctx, const A& a, Y&& y) {
+  const auto out = writable_view_of(y);
+  detail::check_same_shape("ops::multiply (cuda): shape of a", out, const_view_of(a));
+  detail::entrywise<detail::Formula::multiply>(ctx, "ops::multiply (cuda)", out, const_view_of(a));
+}
+
 /// to = from (same shape; they must not overlap). O(m n); no wait.
 template <device_operand From, device_operand_of<scalar_of<From>> To>
 void copy(Context<backend::cuda>& ctx, const From& from, To&& to) {
@@ -449,6 +461,7 @@ struct scratch_of<backend::cuda, T> {
 // The device ops are defined in nlb::cuda (where their operands live, so that argument-dependent
 // lookup finds them too) and are ops:: members like the CPU ones: ops::gemm(ctx, …) on either.
 using cuda::add, cuda::copy, cuda::gather_rows, cuda::gemm, cuda::gemm_bias, cuda::gemm_nt,
-    cuda::partition_rows, cuda::scale, cuda::scale_columns, cuda::scatter_rows, cuda::transform;
+    cuda::multiply, cuda::partition_rows, cuda::scale, cuda::scale_columns, cuda::scatter_rows,
+    cuda::transform;
 
 }  // namespace nlb::ops

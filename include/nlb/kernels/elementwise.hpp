@@ -93,6 +93,16 @@ struct SoftplusOp {
   })
 };
 
+/// SiLU (swish), x · sigmoid(x) = x / (1 + e^(-x)): the gate activation of a SwiGLU MLP. For
+/// very negative x, e^(-x) overflows to +inf and the quotient is -0, the limit.
+struct SiluOp {
+  NLB_ELEMENTWISE_CALL({
+    namespace em = elementwise_math;
+    using T = em::scalar_of_t<V>;
+    return x / (V(T(1)) + em::exp(-x));
+  })
+};
+
 /// φ(x) = elu(x) + 1: x + 1 for x > 0, e^x otherwise (always > 0). Both branches are
 /// evaluated, the exponent clamped to <= 0 so that neither overflows.
 struct EluFeatureOp {

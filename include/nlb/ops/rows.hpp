@@ -42,6 +42,15 @@ void add(const Context<Backend>&, const A& a, const B& b, Y&& y) {
   y += a + b;
 }
 
+/// y ⊙= a, elementwise (the SwiGLU MLP's gate times its up projection). a, y [m, n]; they must
+/// not overlap. O(m n).
+template <class Backend, class A, class Y>
+requires backend::is_host<Backend>
+void multiply(const Context<Backend>&, const A& a, Y&& y) {
+  eigen_assert(a.rows() == y.rows() && a.cols() == y.cols());
+  y.array() *= a.array();
+}
+
 /// to = from (same shape; they must not overlap). O(m n).
 template <class Backend, class From, class To>
 requires backend::is_host<Backend>
