@@ -10,6 +10,7 @@
 #include "nlb/ops/half_gemm.hpp"
 #include "nlb/ops/layer_norm.hpp"
 #include "nlb/ops/loss.hpp"
+#include "nlb/ops/rms_norm.hpp"
 #include "nlb/ops/rotary.hpp"
 #include "nlb/ops/rows.hpp"
 #include "nlb/ops/scratch.hpp"

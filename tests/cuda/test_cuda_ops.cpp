@@ -264,6 +264,42 @@ BOOST_AUTO_TEST_CASE(layer_norm_rows) {
                     nlb::ShapeError);
 }
 
+// RMSNorm rows (the Llama family's norm) out of place and in place, against the scalar CPU
+// kernel; then y ⊙= a (the SwiGLU MLP's product) against Eigen's.
+BOOST_AUTO_TEST_CASE(rms_norm_rows_and_multiply) {
+  DeviceContext ctx;
+  nlb::Context<Host> host;
+  for (const Index d : {Index{1}, Index{5}, Index{33}, Index{768}}) {
+    BOOST_TEST_CONTEXT("d = " << d) {
+      const RowMatrix<float> x = random(6, d, 40);
+      const nlb::RowVector<float> weight = random(1, d, 41);
+      Padded dx(ctx, x), dy(ctx, RowMatrix<float>::Zero(6, d));
+      const auto dweight = nlb::cuda::upload(ctx, weight);
+      RowMatrix<float> want(6, d);
+      nlb::ops::rms_norm_rows(ctx, dx.view, dweight, dy.view, 1e-6f);
+      nlb::ops::rms_norm_rows(host, x, weight, want, 1e-6f);
+      const double err = mixed_error(nlb::ops::to_host(ctx, dy.view), want, tol::kernel_float_rel,
+                                     tol::kernel_float_abs);
+      BOOST_TEST_MESSAGE("rms_norm_rows d " << d << ": " << err << " of the bound");
+      BOOST_TEST(err <= 1.0);
+      nlb::ops::rms_norm_rows(ctx, dx.view, dweight, dx.view, 1e-6f);  // in place
+      BOOST_TEST(mixed_error(nlb::ops::to_host(ctx, dx.view), want, tol::kernel_float_rel,
+                             tol::kernel_float_abs) <= 1.0);
+      const RowMatrix<float> a = nlb::ops::to_host(ctx, dy.view),
+                             b = nlb::ops::to_host(ctx, dx.view);
+      nlb::ops::multiply(ctx, dy.view, dx.view);  // x ⊙= y
+      const RowMatrix<float> product = (a.array() * b.array()).matrix();
+      BOOST_TEST(scaled_error(nlb::ops::to_host(ctx, dx.view), product) == 0.0);
+    }
+  }
+  Padded dx(ctx, random(2, 4, 43));
+  const auto w = nlb::cuda::upload(ctx, RowMatrix<float>::Ones(1, 4));
+  BOOST_CHECK_THROW(nlb::ops::rms_norm_rows(ctx, dx.view, w, dx.view, -1.0f), nlb::ArgumentError);
+  BOOST_CHECK_THROW(nlb::ops::rms_norm_rows(ctx, dx.view, w, dx.storage, 1e-6f), nlb::ShapeError);
+  const auto narrow = nlb::cuda::upload(ctx, RowMatrix<float>::Ones(1, 3));
+  BOOST_CHECK_THROW(nlb::ops::rms_norm_rows(ctx, dx.view, narrow, dx.view, 1e-6f), nlb::ShapeError);
+}
+
 // The stable partition against the CPU's, NaN scores included, at thresholds from −inf to +inf;
 // each read-back is one counted wait.
 BOOST_AUTO_TEST_CASE(partition_rows_matches_the_cpu) {

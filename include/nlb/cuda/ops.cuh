@@ -354,8 +354,7 @@ void add(Context<backend::cuda>& ctx, const A& a, const B& b, Y&& y) {
                                               const_view_of(b));
 }
 
-/// y ⊙= a, elementwise (the SwiGLU MLP's gate times its up projection). a, y [m, n]; they must
-/// not overlap. O(m n); no wait.
+/// y ⊙= a, elementwise (SwiGLU's gate times its up projection). a, y [m, n]. O(m n); no wait.
 template <device_operand A, device_operand_of<scalar_of<A>> Y>
 void multiply(Context<backend::cuda>& ctx, const A& a, Y&& y) {
   const auto out = writable_view_of(y);

@@ -37,20 +37,32 @@ namespace nlb::cuda {
 namespace detail {
 
 // Row r of y = (x − mean) / sqrt(var + eps) ⊙ gamma + beta with the corrected two-pass moments
-// of kernels::layer_norm (nlb/kernels/layer_norm.hpp). y may be x: each lane reads an entry
-// before it writes it, and no other lane touches it.
+// of kernels::layer_norm (nlb/kernels/layer_norm.hpp), or without beta RMSNorm's
+// y = x / sqrt(mean(x²) + eps) ⊙ gamma as kernels::rms_norm. y may be x: each lane reads an
+// entry before it writes it, and no other lane touches it.
 template <class T>
-struct LayerNormRow {
+struct NormRow {
   const T *x, *gamma, *beta;
   T* y;
   Index x_stride, y_stride, n;
   T eps;
+  // sqrt in double rounds to sqrtf's float exactly (53 >= 2·24 + 2 bits).
+  static NLB_HOST_DEVICE T inverse_root(T v) { return T(1) / static_cast<T>(::sqrt(double(v))); }
   NLB_HOST_DEVICE void operator()(Index r, RowLanes lanes) const {
     const T* in = x + r * x_stride;
+    const T count = static_cast<T>(n);
     T sum = T(0), centered_sum = T(0), centered_squares = T(0);
+    if (beta == nullptr) {
+      for (Index i = lanes.lane; i < n; i += lanes.count)
+        sum += in[i] * in[i];
+      const T inv_rms = inverse_root(lanes.sum(sum) / count + eps);
+      for (Index i = lanes.lane; i < n; i += lanes.count)
+        y[r * y_stride + i] = in[i] * inv_rms * gamma[i];
+      return;
+    }
     for (Index i = lanes.lane; i < n; i += lanes.count)
       sum += in[i];
-    const T count = static_cast<T>(n), rough_mean = lanes.sum(sum) / count;
+    const T rough_mean = lanes.sum(sum) / count;
     for (Index i = lanes.lane; i < n; i += lanes.count) {
       const T centered = in[i] - rough_mean;
       centered_sum += centered;
@@ -59,13 +71,25 @@ struct LayerNormRow {
     const T correction = lanes.sum(centered_sum) / count;
     const T variance = kernels::elementwise_math::max(
         lanes.sum(centered_squares) / count - correction * correction, T(0));
-    const T mean = rough_mean + correction,
-            inv_std =  // sqrt in double rounds to sqrtf's float exactly (53 >= 2·24 + 2 bits)
-            T(1) / static_cast<T>(::sqrt(static_cast<double>(variance + eps)));
+    const T mean = rough_mean + correction, inv_std = inverse_root(variance + eps);
     for (Index i = lanes.lane; i < n; i += lanes.count)
       y[r * y_stride + i] = (in[i] - mean) * inv_std * gamma[i] + beta[i];
   }
 };
+
+// The checks and the launch of both norms (`what` names the op; beta null for RMSNorm).
+template <class T>
+void norm_rows(Context<backend::cuda>& ctx, const std::string& what, DeviceView<const T> in,
+               DeviceView<T> out, const T* gamma, const T* beta, T eps) {
+  if (in.cols() < 1 || !(eps >= 0))
+    throw ArgumentError(
+        nlb::detail::expected_found(what + ": d and eps", "d >= 1 and eps >= 0",
+                                    std::to_string(in.cols()) + " and " + std::to_string(eps)));
+  check_same_shape((what + ": shape of y").c_str(), in, out);
+  for_each_row(ctx, what.c_str(), in.rows(),
+               NormRow<T>{in.data(), gamma, beta, out.data(), in.outerStride(), out.outerStride(),
+                          in.cols(), eps});
+}
 
 // Pair k of every head of Q and K in row t of qk [T, 2d], rotated by the angle
 // (past + t) · base^(−2k / rotary_dims) computed in double as kernels::rotary_angles does. Head
@@ -226,18 +250,21 @@ template <device_operand X, device_operand_of<scalar_of<X>> Gamma,
 void layer_norm_rows(Context<backend::cuda>& ctx, const X& x, const Gamma& gamma, const Beta& beta,
                      Y&& y, std::type_identity_t<scalar_of<X>> eps) {
   const auto in = const_view_of(x);
-  const auto out = writable_view_of(y);
-  if (in.cols() < 1 || !(eps >= 0))
-    throw ArgumentError(
-        nlb::detail::expected_found("ops::layer_norm_rows (cuda): d and eps", "d >= 1 and eps >= 0",
-                                    std::to_string(in.cols()) + " and " + std::to_string(eps)));
-  detail::check_same_shape("ops::layer_norm_rows (cuda): shape of y", in, out);
-  detail::for_each_row(
-      ctx, "ops::layer_norm_rows (cuda)", in.rows(),
-      detail::LayerNormRow<scalar_of<X>>{
-          in.data(), detail::vector_data("ops::layer_norm_rows (cuda): gamma", gamma, in.cols()),
-          detail::vector_data("ops::layer_norm_rows (cuda): beta", beta, in.cols()), out.data(),
-          in.outerStride(), out.outerStride(), in.cols(), eps});
+  detail::norm_rows(ctx, "ops::layer_norm_rows (cuda)", in, writable_view_of(y),
+                    detail::vector_data("ops::layer_norm_rows (cuda): gamma", gamma, in.cols()),
+                    detail::vector_data("ops::layer_norm_rows (cuda): beta", beta, in.cols()), eps);
+}
+
+/// y[t, :] = x[t, :] / sqrt(mean(x[t, :]²) + eps) ⊙ weight (RMSNorm, as kernels::rms_norm); y may
+/// be x. x, y [T, d]; weight [1, d]. A warp per row, two passes: O(T d); no wait. Errors as above.
+template <device_operand X, device_operand_of<scalar_of<X>> Weight,
+          device_operand_of<scalar_of<X>> Y>
+void rms_norm_rows(Context<backend::cuda>& ctx, const X& x, const Weight& weight, Y&& y,
+                   std::type_identity_t<scalar_of<X>> eps) {
+  const auto in = const_view_of(x);
+  detail::norm_rows(ctx, "ops::rms_norm_rows (cuda)", in, writable_view_of(y),
+                    detail::vector_data("ops::rms_norm_rows (cuda): weight", weight, in.cols()),
+                    static_cast<const scalar_of<X>*>(nullptr), eps);
 }
 
 /// GPT-NeoX's rotate_half on the first rotary_dims of every head of qk [T, 2d] = [Q K], rows at
@@ -387,5 +414,5 @@ RowMatrix<scalar_of<M>> to_host(Context<backend::cuda>& ctx, const M& m) {
 
 namespace nlb::ops {
 using cuda::causal_attention, cuda::embed_rows, cuda::layer_norm_rows, cuda::linear_attention,
-    cuda::next_token_losses, cuda::rotate_queries_keys, cuda::to_host;
+    cuda::rms_norm_rows, cuda::next_token_losses, cuda::rotate_queries_keys, cuda::to_host;
 }  // namespace nlb::ops

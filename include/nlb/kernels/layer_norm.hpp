@@ -188,37 +188,49 @@ inline void check_unit_stride(const char* what, Index length, Index stride) {
   }
 }
 
-/// Shared body of both layer_norm_rows overloads; gamma/beta are nullptr or checked pointers.
-template <class Backend, class XDerived, class YDerived>
-void layer_norm_rows_impl(Backend backend, const Eigen::MatrixBase<XDerived>& X,
-                          const Eigen::MatrixBase<YDerived>& Y_const,
-                          const typename XDerived::Scalar* gamma,
-                          const typename XDerived::Scalar* beta, typename XDerived::Scalar eps) {
+/// Runs row(x, y, d) on every row of X and its row of Y, after the checks both row-normalizing
+/// kernels share (layer_norm_rows, rms_norm_rows); `kernel` names the caller in the messages.
+template <class XDerived, class YDerived, class Row>
+void for_each_row_pair(const char* kernel, const Eigen::MatrixBase<XDerived>& X,
+                       const Eigen::MatrixBase<YDerived>& Y_const, Row row) {
   using T = typename XDerived::Scalar;
   static_assert(std::is_same_v<T, typename YDerived::Scalar>,
-                "layer_norm_rows: X and Y must have the same scalar type");
+                "layer_norm_rows, rms_norm_rows: X and Y must have the same scalar type");
   static_assert(has_contiguous_rows<XDerived> && has_contiguous_rows<YDerived>,
-                "layer_norm_rows: X and Y must be row-major with direct access (RowMatrix, "
-                "Activations, a Map, or a block of rows of one)");
+                "layer_norm_rows, rms_norm_rows: X and Y must be row-major with direct access "
+                "(RowMatrix, Activations, a Map, or a block of rows of one)");
   // Eigen's idiom for an output that may be an expression such as a block of rows.
   auto& Y = const_cast<Eigen::MatrixBase<YDerived>&>(Y_const);
   const Index rows = X.rows();
   const Index d = X.cols();
-  check_row_length("layer_norm_rows: X.cols()", d, 1);
+  const std::string name(kernel);
+  check_row_length((name + ": X.cols()").c_str(), d, 1);
   if constexpr (std::is_base_of_v<Eigen::PlainObjectBase<YDerived>, YDerived>) {
     if (Y.rows() != rows || Y.cols() != d) {
       Y.derived().resize(rows, d);  // a plain matrix is resized; an expression must fit
     }
   }
-  check_dim("layer_norm_rows: Y.rows()", rows, Y.rows());
-  check_dim("layer_norm_rows: Y.cols()", d, Y.cols());
-  check_unit_stride("layer_norm_rows: X column stride", d, X.colStride());
-  check_unit_stride("layer_norm_rows: Y column stride", d, Y.colStride());
+  check_dim(name + ": Y.rows()", rows, Y.rows());
+  check_dim(name + ": Y.cols()", d, Y.cols());
+  check_unit_stride((name + ": X column stride").c_str(), d, X.colStride());
+  check_unit_stride((name + ": Y column stride").c_str(), d, Y.colStride());
   for (Index t = 0; t < rows; ++t) {
     const T* x = X.derived().data() + t * X.rowStride();  // X[t, :]
     T* y = Y.derived().data() + t * Y.rowStride();        // Y[t, :]
-    layer_norm(backend, x, y, gamma, beta, d, eps);
+    row(x, y, d);
   }
+}
+
+/// Shared body of both layer_norm_rows overloads; gamma/beta are nullptr or checked pointers.
+template <class Backend, class XDerived, class YDerived>
+void layer_norm_rows_impl(Backend backend, const Eigen::MatrixBase<XDerived>& X,
+                          const Eigen::MatrixBase<YDerived>& Y,
+                          const typename XDerived::Scalar* gamma,
+                          const typename XDerived::Scalar* beta, typename XDerived::Scalar eps) {
+  using T = typename XDerived::Scalar;
+  for_each_row_pair("layer_norm_rows", X, Y, [&](const T* x, T* y, Index d) {
+    layer_norm(backend, x, y, gamma, beta, d, eps);
+  });
 }
 
 /// Checks an affine parameter vector of d entries and returns its data.
