@@ -10,6 +10,7 @@
 #include <string>
 
 #include "nlb/attention/dense_attention.hpp"
+#include "nlb/ops/attention.hpp"
 #include "nlb/ops/detail/tiled_attention.hpp"
 #include "random_mlp.hpp"
 #include "tolerances.hpp"
@@ -103,6 +104,54 @@ BOOST_AUTO_TEST_CASE(tiles_match_the_direct_definition) {
   check_cases<double, nlb::backend::cpu>(tol::attention_double_rel, "cpu double");
   check_cases<float, nlb::backend::scalar>(tol::attention_float_rel, "scalar float");
   check_cases<float, nlb::backend::cpu>(tol::attention_float_rel, "cpu float");
+}
+
+// Grouped-query attention through ops::causal_attention: H query heads over H_kv key/value heads
+// (read from k's width), query head h reading key/value head h / (H / H_kv) as Hugging Face's
+// repeat_kv expands them, against the long-double definition per head. Multi-query (H_kv = 1),
+// grouped (H_kv = 2 of 6) and multi-head (H_kv = H); then the shapes that fit no layout.
+BOOST_AUTO_TEST_CASE(grouped_query_heads_read_their_shared_key_value_head) {
+  const Index heads = 6, wq = 8, wv = 5, rows = 70, past = 9;
+  const nlb::Context<nlb::backend::cpu> ctx;
+  nlb::ops::HostScratch<double> scratch;
+  std::uint64_t seed = 900;
+  for (const Index kv_heads : {Index{1}, Index{2}, Index{6}}) {
+    const RowMatrix<double> q = nlb::test::normal_matrix<double>(rows, heads * wq, 1.0, ++seed);
+    const RowMatrix<double> k =
+        nlb::test::normal_matrix<double>(past + rows, kv_heads * wq, 1.0, ++seed);
+    const RowMatrix<double> v =
+        nlb::test::normal_matrix<double>(past + rows, kv_heads * wv, 1.0, ++seed);
+    RowMatrix<double> out(rows, heads * wv);
+    const double scale = 1.0 / std::sqrt(double(wq));
+    nlb::ops::causal_attention(ctx, q, k, v, out, heads, scale, past, scratch);
+    double worst = 0;
+    for (Index h = 0; h < heads; ++h) {
+      const Index g = h / (heads / kv_heads);  // the key/value head of query head h
+      const RowMatrix<double> qh = q.middleCols(h * wq, wq), kh = k.middleCols(g * wq, wq),
+                              vh = v.middleCols(g * wv, wv);
+      const RowMatrix<double> oh = out.middleCols(h * wv, wv);
+      worst = std::max(worst, relative_to_max(oh, reference(qh, kh, vh, scale, past)));
+    }
+    BOOST_TEST_MESSAGE("grouped-query attention, " << kv_heads << " of " << heads
+                                                   << " heads: error " << worst);
+    BOOST_TEST(worst <= tol::attention_double_rel);
+  }
+  const RowMatrix<double> q = RowMatrix<double>::Ones(3, heads * wq);
+  RowMatrix<double> out(3, heads * wv);
+  const auto fails = [&](Index k_cols, Index v_cols, const char* needle) {
+    const RowMatrix<double> k = RowMatrix<double>::Ones(3, k_cols);
+    const RowMatrix<double> v = RowMatrix<double>::Ones(3, v_cols);
+    try {
+      nlb::ops::causal_attention(ctx, q, k, v, out, heads, 1.0, 0, scratch);
+    } catch (const nlb::ShapeError& e) {
+      return std::string(e.what()).find(needle) != std::string::npos;
+    }
+    return false;
+  };
+  BOOST_TEST(fails(4 * wq, 4 * wv, "key width"));        // 4 key/value heads do not divide 6
+  BOOST_TEST(fails(3, 2 * wv, "key width"));             // not a whole number of query-width heads
+  BOOST_TEST(fails(2 * wq, 2 * wv + 1, "value width"));  // not 2 heads' values
+  BOOST_TEST(fails(2 * wq, 2 * (wv + 1), "output width"));  // 2 heads of 6, out has 5 per head
 }
 
 BOOST_AUTO_TEST_CASE(dense_attention_beyond_one_tile_decodes_as_it_runs_whole) {

@@ -379,32 +379,35 @@ BOOST_AUTO_TEST_CASE(rotate_queries_keys) {
 }
 
 // Causal attention of every head at once against the CPU's tiled attention: T below, at and
-// across the 128-query tile, with and without cached positions, value width != query width.
+// across the 128-query tile, with and without cached positions, value width != query width,
+// multi-head, multi-query and grouped-query heads (H_kv of H, read from k's width).
 BOOST_AUTO_TEST_CASE(causal_attention) {
   DeviceContext ctx;
   DeviceScratch ds;
   nlb::Context<Host> host;
   HostScratch hs;
-  const Index heads = 3, wq = 8, wv = 5;
+  const Index wq = 8, wv = 5;
   std::uint64_t seed = 70;
-  for (const Index rows : {Index{1}, Index{5}, Index{128}, Index{300}})
-    for (const Index past : {Index{0}, Index{7}}) {
-      BOOST_TEST_CONTEXT("T = " << rows << ", past = " << past) {
-        const RowMatrix<float> q = random(rows, heads * wq, seed++),
-                               k = random(past + rows, heads * wq, seed++),
-                               v = random(past + rows, heads * wv, seed++);
-        Padded dq(ctx, q), dk(ctx, k), dv(ctx, v),
-            dout(ctx, RowMatrix<float>::Zero(rows, heads * wv));
-        RowMatrix<float> want(rows, heads * wv);
-        const float scale = 1.0f / std::sqrt(static_cast<float>(wq));
-        nlb::ops::causal_attention(ctx, dq.view, dk.view, dv.view, dout.view, heads, scale, past,
-                                   ds);
-        nlb::ops::causal_attention(host, q, k, v, want, heads, scale, past, hs);
-        const double err = scaled_error(nlb::ops::to_host(ctx, dout.view), want);
-        BOOST_TEST_MESSAGE("causal_attention T " << rows << " past " << past << ": " << err);
-        BOOST_TEST(err <= tol::attention_float_rel);
+  for (const auto& [heads, kv_heads] : {std::pair<Index, Index>{3, 3}, {3, 1}, {4, 2}})
+    for (const Index rows : {Index{1}, Index{5}, Index{128}, Index{300}})
+      for (const Index past : {Index{0}, Index{7}}) {
+        BOOST_TEST_CONTEXT("heads " << heads << "/" << kv_heads << ", T = " << rows
+                                    << ", past = " << past) {
+          const RowMatrix<float> q = random(rows, heads * wq, seed++),
+                                 k = random(past + rows, kv_heads * wq, seed++),
+                                 v = random(past + rows, kv_heads * wv, seed++);
+          Padded dq(ctx, q), dk(ctx, k), dv(ctx, v),
+              dout(ctx, RowMatrix<float>::Zero(rows, heads * wv));
+          RowMatrix<float> want(rows, heads * wv);
+          const float scale = 1.0f / std::sqrt(static_cast<float>(wq));
+          nlb::ops::causal_attention(ctx, dq.view, dk.view, dv.view, dout.view, heads, scale, past,
+                                     ds);
+          nlb::ops::causal_attention(host, q, k, v, want, heads, scale, past, hs);
+          const double err = scaled_error(nlb::ops::to_host(ctx, dout.view), want);
+          BOOST_TEST_MESSAGE("causal_attention T " << rows << " past " << past << ": " << err);
+          BOOST_TEST(err <= tol::attention_float_rel);
+        }
       }
-    }
   Padded dq(ctx, random(4, 6, 79));
   nlb::cuda::DeviceMatrix<float> out(4, 6);
   BOOST_CHECK_THROW(nlb::ops::causal_attention(ctx, dq.view, dq.view, dq.view, out, 4, 1.0f, 0, ds),

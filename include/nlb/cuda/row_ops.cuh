@@ -30,6 +30,7 @@
 #include "nlb/cuda/device_matrix.cuh"
 #include "nlb/cuda/ops.cuh"
 #include "nlb/kernels/elementwise_math.hpp"
+#include "nlb/ops/detail/attention_heads.hpp"
 #include "nlb/ops/rotary.hpp"
 
 namespace nlb::cuda {
@@ -154,23 +155,12 @@ inline constexpr Index attention_query_tile = 128;
 /// Rows per chunk of linear attention's prefix sums (as ops/detail/linear_attention.hpp).
 inline constexpr Index linear_attention_chunk = 64;
 
-// ShapeError unless q [T, H·w_q], k [S, H·w_q], v [S, H·w_v], out [T, H·w_v] fit `heads` heads
-// with S = past + T (the CPU's ops::detail::check_heads). Returns {w_q, w_v}.
+// The CPU's head layout and checks (ops/detail/attention_heads.hpp) on device views.
 template <class Q, class K, class V, class Out>
-std::pair<Index, Index> check_heads(const char* what, Index heads, const Q& q, const K& k,
+ops::detail::HeadLayout check_heads(const char* what, Index heads, const Q& q, const K& k,
                                     const V& v, const Out& out, Index past) {
-  const auto shape = [](const auto& m) {
-    return "[" + std::to_string(m.rows()) + ", " + std::to_string(m.cols()) + "]";
-  };
-  if (heads <= 0 || q.cols() % heads != 0 || v.cols() % heads != 0 || k.cols() != q.cols() ||
-      k.rows() != past + q.rows() || v.rows() != k.rows() || out.rows() != q.rows() ||
-      out.cols() != v.cols())
-    throw ShapeError(nlb::detail::expected_found(
-        std::string(what) + ": q, k, v, out of " + std::to_string(heads) + " heads, " +
-            std::to_string(past) + " cached",
-        "[T, H·w], [past + T, H·w], [past + T, H·w_v], [T, H·w_v]",
-        shape(q) + ", " + shape(k) + ", " + shape(v) + ", " + shape(out)));
-  return {q.cols() / heads, v.cols() / heads};
+  return ops::detail::check_heads(what, heads, q.rows(), q.cols(), k.rows(), k.cols(), v.rows(),
+                                  v.cols(), out.rows(), out.cols(), past);
 }
 
 // Row r of the scores [heads · n, end] of one query tile (head r / n, query r % n at position
@@ -310,20 +300,26 @@ void causal_attention(Context<backend::cuda>& ctx, const Q& q, const K& k, const
   constexpr const char* what = "ops::causal_attention (cuda)";
   const auto qv = const_view_of(q), kv = const_view_of(k), vv = const_view_of(v);
   const auto ov = writable_view_of(out);
-  const auto [wq, wv] = detail::check_heads(what, heads, qv, kv, vv, ov, past);
+  const auto layout = detail::check_heads(what, heads, qv, kv, vv, ov, past);
+  const Index wq = layout.w_q, wv = layout.w_v, group = layout.group();
   const Index rows = qv.rows(), tile = std::min(rows, detail::attention_query_tile);
   if (rows == 0)
     return;
   scratch.scores.resize(heads * tile, past + rows);
   for (Index i0 = 0; i0 < rows; i0 += tile) {
     const Index n = std::min(tile, rows - i0), end = past + i0 + n;  // the tile sees keys [0, end)
-    const DeviceView<T> s(scratch.scores.data(), n, end, end);       // head h at s + h·n·end
-    detail::product<T>(ctx, what, qv.middleRows(i0, n).leftCols(wq), false,
-                       kv.topRows(end).leftCols(wq), true, s, scale, T(0), heads, wq, wq, n * end);
+    const DeviceView<T> s(scratch.scores.data(), heads * n, end, end);  // head h at rows h·n
+    // Query heads r, r + group, …: one product batched over the key/value heads.
+    for (Index r = 0; r < group; ++r)
+      detail::product<T>(ctx, what, qv.middleRows(i0, n).middleCols(r * wq, wq), false,
+                         kv.topRows(end).leftCols(wq), true, s.middleRows(r * n, n), scale, T(0),
+                         layout.kv_heads, group * wq, wq, group * n * end);
     detail::for_each_row(ctx, what, heads * n,
                          detail::CausalSoftmaxRow<T>{s.data(), end, n, past + i0});
-    detail::product<T>(ctx, what, s, false, vv.topRows(end).leftCols(wv), false,
-                       ov.middleRows(i0, n).leftCols(wv), T(1), T(0), heads, n * end, wv, wv);
+    for (Index r = 0; r < group; ++r)
+      detail::product<T>(ctx, what, s.middleRows(r * n, n), false, vv.topRows(end).leftCols(wv),
+                         false, ov.middleRows(i0, n).middleCols(r * wv, wv), T(1), T(0),
+                         layout.kv_heads, group * n * end, wv, group * wv);
   }
 }
 
@@ -340,8 +336,9 @@ void linear_attention(Context<backend::cuda>& ctx, const Q& fq, const K& fk, con
   constexpr const char* what = "ops::linear_attention (cuda)";
   const auto qv = const_view_of(fq), kv = const_view_of(fk), vv = const_view_of(v);
   const auto ov = writable_view_of(out);
-  const auto [wk, wv] = detail::check_heads(what, heads, qv, kv, vv, ov, 0);
-  const Index rows = qv.rows(), wo = wv + 1;
+  const auto layout = detail::check_heads(what, heads, qv, kv, vv, ov, 0);
+  check_dim("ops::linear_attention (cuda): key width (query width)", qv.cols(), kv.cols());
+  const Index wk = layout.w_q, wv = layout.w_v, rows = qv.rows(), wo = wv + 1;
   if (rows == 0)
     return;
   const Index chunk = std::min(rows, detail::linear_attention_chunk);

@@ -13,51 +13,34 @@
 #include "nlb/core/context.hpp"
 #include "nlb/core/errors.hpp"
 #include "nlb/core/matrix.hpp"
+#include "nlb/ops/detail/attention_heads.hpp"
 #include "nlb/ops/detail/linear_attention.hpp"
 #include "nlb/ops/detail/tiled_attention.hpp"
 #include "nlb/ops/scratch.hpp"
 
 namespace nlb::ops {
 
-namespace detail {
-// ShapeError unless q [T, H·w_q], k [S, H·w_q], v [S, H·w_v] and out [T, H·w_v] fit `heads`
-// heads with S = past + T (`what` names the operation). Returns {w_q, w_v}.
-inline std::pair<Index, Index> check_heads(const char* what, Index heads, Index q_rows,
-                                           Index q_cols, Index k_rows, Index k_cols, Index v_rows,
-                                           Index v_cols, Index out_rows, Index out_cols,
-                                           Index past) {
-  if (heads <= 0 || q_cols % heads != 0 || v_cols % heads != 0)
-    throw ShapeError(nlb::detail::expected_found(std::string(what) + ": head count",
-                                                 "a positive divisor of the query and value widths",
-                                                 heads));
-  if (k_cols != q_cols || k_rows != past + q_rows || v_rows != k_rows || out_rows != q_rows ||
-      out_cols != v_cols) {
-    check_dim(std::string(what) + ": key width (query width)", q_cols, k_cols);
-    check_dim(std::string(what) + ": key rows (past + T)", past + q_rows, k_rows);
-    check_dim(std::string(what) + ": value rows (key rows)", k_rows, v_rows);
-    check_dim(std::string(what) + ": output rows (T)", q_rows, out_rows);
-    check_dim(std::string(what) + ": output width (value width)", v_cols, out_cols);
-  }
-  return {q_cols / heads, v_cols / heads};
-}
-}  // namespace detail
-
-/// out = softmax_causal(scale · q_h k_hᵀ) v_h for every head h: q [T, H·w_q] the queries at
-/// positions [past, past + T), k [past + T, H·w_q] and v [past + T, H·w_v] every key and value
-/// position, out [T, H·w_v] (must not alias an operand); head h owns columns [h·w, (h+1)·w) of
-/// each, and query i attends to keys j <= past + i. Only the causal scores are computed, in
-/// tiles, and no [T, S] score matrix is formed. Cost: about 2·T·(past + T/2)·(w_q + w_v)·H flops
-/// plus one exp per causal score. ShapeError on mismatched shapes.
+/// out = softmax_causal(scale · q_h k_gᵀ) v_g for every query head h and its key/value head
+/// g = h / (H / H_kv): q [T, H·w_q] the queries at positions [past, past + T), k [past + T,
+/// H_kv·w_q] and v [past + T, H_kv·w_v] every key and value position, out [T, H·w_v] (must not
+/// alias an operand); head h owns columns [h·w, (h+1)·w) of q and out, g those of k and v
+/// (H_kv = H: multi-head attention; H_kv < H, read from k's width: grouped-query attention,
+/// detail::HeadLayout). Query i attends to keys j <= past + i. Only the causal scores are
+/// computed, in tiles, and no [T, S] score matrix is formed. Cost: about
+/// 2·T·(past + T/2)·(w_q + w_v)·H flops plus one exp per causal score. ShapeError on mismatched
+/// shapes.
 template <class Backend, class Q, class K, class V, class Out, class T>
 requires backend::is_host<Backend>
 void causal_attention(const Context<Backend>& ctx, const Q& q, const K& k, const V& v, Out&& out,
                       Index heads, T scale, Index past, HostScratch<T>& scratch) {
-  const auto [wq, wv] =
+  const auto layout =
       detail::check_heads("ops::causal_attention", heads, q.rows(), q.cols(), k.rows(), k.cols(),
                           v.rows(), v.cols(), out.rows(), out.cols(), past);
+  const Index wq = layout.w_q, wv = layout.w_v;
   for (Index h = 0; h < heads; ++h) {
+    const Index g = layout.kv_head(h);
     detail::tiled_causal_attention<Backend, T>(
-        ctx, q.middleCols(h * wq, wq), k.middleCols(h * wq, wq), v.middleCols(h * wv, wv), scale,
+        ctx, q.middleCols(h * wq, wq), k.middleCols(g * wq, wq), v.middleCols(g * wv, wv), scale,
         past, out.middleCols(h * wv, wv), scratch.attention, scratch);
   }
 }
@@ -70,9 +53,12 @@ template <class Backend, class Q, class K, class V, class Out, class T>
 requires backend::is_host<Backend>
 void linear_attention(const Context<Backend>&, const Q& fq, const K& fk, const V& v, Out&& out,
                       Index heads, HostScratch<T>& scratch) {
-  const auto [wk, wv] =
+  const auto layout =
       detail::check_heads("ops::linear_attention", heads, fq.rows(), fq.cols(), fk.rows(),
                           fk.cols(), v.rows(), v.cols(), out.rows(), out.cols(), 0);
+  if (layout.kv_heads != heads)  // the features of one head are its own queries' and keys'
+    check_dim("ops::linear_attention: key width (query width)", fq.cols(), fk.cols());
+  const Index wk = layout.w_q, wv = layout.w_v;
   for (Index h = 0; h < heads; ++h) {
     detail::linear_attention_features<T>(fq.middleCols(h * wk, wk), fk.middleCols(h * wk, wk),
                                          v.middleCols(h * wv, wv), out.middleCols(h * wv, wv),
