@@ -373,6 +373,19 @@ BOOST_AUTO_TEST_CASE(rotate_queries_keys) {
                              tol::kernel_float_abs) <= 1.0);
     }
   }
+  // Llama 3's frequency scaling (the three bands at head dim 8 with a short original context).
+  nlb::kernels::RopeScaling llama3;
+  llama3.kind = nlb::kernels::RopeScaling::Kind::llama3;
+  llama3.factor = 8;
+  llama3.original_max_positions = 64;
+  RowMatrix<float> qk = random(7, 2 * heads * head_dim, 62), unscaled = qk;
+  Padded dqk(ctx, qk);
+  nlb::ops::rotate_queries_keys(ctx, dqk.view, heads, head_dim, 900, 10000.0, ds, llama3);
+  nlb::ops::rotate_queries_keys(host, qk, heads, head_dim, 900, 10000.0, hs, llama3);
+  nlb::ops::rotate_queries_keys(host, unscaled, heads, head_dim, 900, 10000.0, hs);
+  BOOST_TEST(mixed_error(nlb::ops::to_host(ctx, dqk.view), qk, tol::kernel_float_rel,
+                         tol::kernel_float_abs) <= 1.0);
+  BOOST_TEST(scaled_error(qk, unscaled) > 1e-3);  // the scaling changed the low frequencies
   Padded odd(ctx, random(2, 2 * heads * head_dim, 61));
   BOOST_CHECK_THROW(nlb::ops::rotate_queries_keys(ctx, odd.view, heads, 3, 0, 10000.0, ds),
                     nlb::ArgumentError);

@@ -121,6 +121,12 @@ inline constexpr double half_weights_bf16_rel = 7e-3;
 // for fixed and dynamic column counts, so allow float rounding of a dot product.
 inline constexpr double fixed_vs_dynamic_rel = 1e-6;
 
+// ---- rotary frequencies ---------------------------------------------------------------
+// kernels::rope_inverse_frequency (double, ::pow) vs PyTorch's float64 inv_freq with the same
+// rope_scaling (tools/python/nlb_reference/llama.py rope_inv_freq): pow and the band formulas
+// round differently by a few ulp; relative per frequency.
+inline constexpr double rope_frequency_rel = 1e-14;
+
 // ---- FLOP accounting ------------------------------------------------------------------
 // Closed forms evaluated in a different order: a few double roundings.
 inline constexpr double flops_rel = 1e-14;

@@ -100,10 +100,10 @@ struct RotatePairs {
   T* qk;
   Index stride, head_dim, groups, half, past;
   double base;
+  kernels::RopeScaling scaling;
   NLB_HOST_DEVICE void operator()(Index t, Index k) const {
-    const double inv_freq =
-        1.0 / ::pow(base, static_cast<double>(2 * k) / static_cast<double>(2 * half));
-    const double angle = static_cast<double>(past + t) * inv_freq;
+    const double angle =
+        static_cast<double>(past + t) * kernels::rope_inverse_frequency(k, 2 * half, base, scaling);
     const T cos = static_cast<T>(::cos(angle)), sin = static_cast<T>(::sin(angle));
     for (Index g = 0; g < groups; ++g) {
       T* pair = qk + t * stride + g * head_dim + k;
@@ -262,13 +262,15 @@ void rms_norm_rows(Context<backend::cuda>& ctx, const X& x, const Weight& weight
 /// all heads; the scratch is unused. O(T · heads · rotary_dims); no wait. Errors as the CPU's.
 template <device_operand QK>
 void rotate_queries_keys(Context<backend::cuda>& ctx, QK&& qk, Index heads, Index rotary_dims,
-                         Index past, double base, DeviceScratch<scalar_of<QK>>&) {
+                         Index past, double base, DeviceScratch<scalar_of<QK>>&,
+                         const kernels::RopeScaling& scaling = {}) {
   const auto m = writable_view_of(qk);
   const Index d = nlb::ops::detail::check_rotary(m.cols(), heads, rotary_dims);
+  kernels::check_rope_scaling("ops::rotate_queries_keys (cuda)", scaling);
   detail::for_each_element(
       ctx, "ops::rotate_queries_keys (cuda)", m.rows(), rotary_dims / 2,
       detail::RotatePairs<scalar_of<QK>>{m.data(), m.outerStride(), d / heads, 2 * heads,
-                                         rotary_dims / 2, past, base});
+                                         rotary_dims / 2, past, base, scaling});
 }
 
 /// x[t, :] = token[ids[t], :] (+ position[past + t, :] when `position` has rows): a gather of

@@ -30,18 +30,20 @@ inline Index check_rotary(Index qk_cols, Index heads, Index rotary_dims) {
 
 /// Rotates the first rotary_dims of every head of the queries and keys qk [T, 2d] = [Q K] (head
 /// h of Q in columns [h·d_h, (h+1)·d_h), of K in d + those), rows at positions [past, past + T),
-/// by the angles of kernels::rotary_angles (computed in double into the scratch's tables).
-/// O(T · heads · rotary_dims).
+/// by the angles of kernels::rotary_angles (computed in double into the scratch's tables), the
+/// frequencies rescaled by `scaling` (none by default). O(T · heads · rotary_dims).
 template <class Backend, class QK, class Scratch>
 requires backend::is_host<Backend>
 void rotate_queries_keys(const Context<Backend>&, QK&& qk, Index heads, Index rotary_dims,
-                         Index past, double base, Scratch& scratch) {
+                         Index past, double base, Scratch& scratch,
+                         const kernels::RopeScaling& scaling = {}) {
   using T = typename std::remove_cvref_t<QK>::Scalar;
   const Index d = detail::check_rotary(qk.cols(), heads, rotary_dims);
+  kernels::check_rope_scaling("ops::rotate_queries_keys", scaling);
   if (rotary_dims == 0 || qk.rows() == 0)
     return;
   const Index dh = d / heads, half = rotary_dims / 2;
-  kernels::rotary_angles<T>(past, qk.rows(), rotary_dims, base, scratch.angles);
+  kernels::rotary_angles<T>(past, qk.rows(), rotary_dims, base, scratch.angles, scaling);
   for (Index t = 0; t < qk.rows(); ++t) {
     const T* cos = scratch.angles.cos.data() + t * half;
     const T* sin = scratch.angles.sin.data() + t * half;
