@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "nlb/attention/dense_attention.hpp"
+#include "nlb/attention/linear_attention.hpp"
 #include "nlb/kernels/rotary.hpp"
 #include "random_mlp.hpp"
 #include "tolerances.hpp"
@@ -115,6 +116,112 @@ BOOST_AUTO_TEST_CASE(dense_attention_matches_naive_reference) {
                                       << err);
     BOOST_TEST(err <= nlb::test::tol::model_f64_rel);
   }
+}
+
+// Grouped-query attention as the Llama family runs it: H query heads over H_kv key/value heads,
+// w_qkv [d, d + 2·H_kv·d_h], rotary over the whole head with llama3-scaled frequencies, against a
+// per-head, per-pair long-double reference (complex rotation with the scaled frequencies; query
+// head h reads key/value head h / (H / H_kv)). Then a cached decode in pieces equals the whole
+// forward, with a cache of width H_kv·d_h.
+BOOST_AUTO_TEST_CASE(grouped_query_attention_matches_naive_reference_and_decodes) {
+  const Index d = 16, heads = 4, head_dim = 4, rows = 23;
+  nlb::kernels::RopeScaling scaling;
+  scaling.kind = nlb::kernels::RopeScaling::Kind::llama3;
+  scaling.factor = 8;
+  scaling.original_max_positions = 32;  // head dim 4, base 500: one frequency kept, one divided
+  const double base = 500.0;
+  for (const Index kv_heads : {Index{1}, Index{2}, Index{4}}) {
+    const Index kv = kv_heads * head_dim, width = d + 2 * kv;
+    using nlb::test::normal_matrix;
+    const nlb::AttentionWeights<double> w{normal_matrix<double>(d, width, 0.3, 40 + kv_heads),
+                                          normal_matrix<double>(1, width, 0.1, 50 + kv_heads),
+                                          normal_matrix<double>(d, d, 0.3, 60 + kv_heads),
+                                          normal_matrix<double>(1, d, 0.1, 70)};
+    const nlb::DenseAttention<double> attn(w, heads, head_dim, base, kv_heads, scaling);
+    BOOST_TEST(attn.kv_heads() == kv_heads);
+    BOOST_TEST(attn.kv_width() == kv);
+    const auto X = normal_matrix<double>(rows, d, 1.0, 80);
+
+    // Reference.
+    const LMatrix x = X.cast<long double>();
+    LMatrix qkv = x * w.w_qkv.cast<long double>();
+    for (Index t = 0; t < rows; ++t)
+      for (Index j = 0; j < width; ++j)
+        qkv(t, j) += w.b_qkv(j);
+    std::vector<long double> inv_freq(head_dim / 2);
+    for (Index i = 0; i < head_dim / 2; ++i)
+      inv_freq[i] = nlb::kernels::rope_inverse_frequency(i, head_dim, base, scaling);
+    const auto rotate = [&](Index t, Index column) {
+      for (Index i = 0; i < head_dim / 2; ++i) {
+        const std::complex<long double> z(qkv(t, column + i), qkv(t, column + i + head_dim / 2));
+        const auto r = z * std::polar(1.0L, static_cast<long double>(t) * inv_freq[i]);
+        qkv(t, column + i) = r.real();
+        qkv(t, column + i + head_dim / 2) = r.imag();
+      }
+    };
+    for (Index t = 0; t < rows; ++t) {
+      for (Index h = 0; h < heads; ++h)
+        rotate(t, h * head_dim);
+      for (Index g = 0; g < kv_heads; ++g)
+        rotate(t, d + g * head_dim);
+    }
+    LMatrix context = LMatrix::Zero(rows, d);
+    for (Index h = 0; h < heads; ++h) {
+      const Index g = h / (heads / kv_heads);
+      for (Index i = 0; i < rows; ++i) {
+        std::vector<long double> p(i + 1);
+        long double max = -1e300L, sum = 0;
+        for (Index j = 0; j <= i; ++j) {
+          long double score = 0;
+          for (Index c = 0; c < head_dim; ++c)
+            score += qkv(i, h * head_dim + c) * qkv(j, d + g * head_dim + c);
+          p[j] = score / std::sqrt(static_cast<long double>(head_dim));
+          max = std::max(max, p[j]);
+        }
+        for (auto& v : p)
+          sum += (v = std::exp(v - max));
+        for (Index j = 0; j <= i; ++j)
+          for (Index c = 0; c < head_dim; ++c)
+            context(i, h * head_dim + c) += p[j] / sum * qkv(j, d + kv + g * head_dim + c);
+      }
+    }
+    LMatrix expected = context * w.w_out.cast<long double>();
+    for (Index t = 0; t < rows; ++t)
+      for (Index j = 0; j < d; ++j)
+        expected(t, j) += w.b_out(j);
+
+    nlb::Activations<double> Y(rows, d), part(rows, d);
+    nlb::Context<nlb::backend::cpu> ctx;
+    nlb::DenseAttention<double>::Workspace ws;
+    attn.forward(ctx, X, Y, ws);
+    const double err = relative_to_max(Y, expected);
+    BOOST_TEST_MESSAGE("grouped-query attention, " << kv_heads << " of " << heads
+                                                   << " key/value heads: " << err);
+    BOOST_TEST(err <= nlb::test::tol::model_f64_rel);
+
+    nlb::KVCacheLayer<double> cache(rows, kv);
+    attn.forward(ctx, X.topRows(10), part.topRows(10), ws, &cache);
+    for (Index t = 10; t < rows; ++t)
+      attn.forward(ctx, X.middleRows(t, 1), part.middleRows(t, 1), ws, &cache);
+    BOOST_TEST(cache.length == rows);
+    BOOST_TEST(relative_to_max(part, Y) <= nlb::test::tol::model_f64_rel);
+    if (kv_heads != heads) {
+      nlb::KVCacheLayer<double> wide(rows, d);  // a cache of width d is the wrong one
+      BOOST_CHECK_THROW(attn.forward(ctx, X.topRows(1), part.topRows(1), ws, &wide),
+                        nlb::ShapeError);
+      // Linear attention keeps one key head per query head (PAPERS §B3's conversion).
+      const nlb::LinearAttention<double> linear(w, heads, head_dim, base, kv_heads);
+      nlb::LinearAttention<double>::Workspace linear_ws;
+      BOOST_CHECK_THROW(linear.forward(ctx, X, part, linear_ws), nlb::ArgumentError);
+    }
+  }
+  // Key/value heads that do not divide the query heads, and weights of the wrong width.
+  const auto w = random_weights<double>(d, 90);  // [d, 3d]: four key/value heads
+  BOOST_CHECK_THROW(nlb::DenseAttention<double>(w, heads, 0, 1e4, 3), nlb::ShapeError);
+  BOOST_CHECK_THROW(nlb::DenseAttention<double>(w, heads, 0, 1e4, 2), nlb::ShapeError);
+  BOOST_CHECK_NO_THROW(nlb::DenseAttention<double>(w, heads, 0, 1e4, 4));
+  scaling.factor = -1;
+  BOOST_CHECK_THROW(nlb::DenseAttention<double>(w, heads, 4, 1e4, 4, scaling), nlb::ArgumentError);
 }
 
 BOOST_AUTO_TEST_CASE(rotary_preserves_norms_and_depends_on_relative_position) {

@@ -357,7 +357,7 @@ BOOST_AUTO_TEST_CASE(embed_rows) {
 }
 
 // Rotary positions on [Q K] for full, partial and no rotation, after cached positions.
-BOOST_AUTO_TEST_CASE(rotate_queries_keys) {
+BOOST_AUTO_TEST_CASE(rotate_heads) {
   DeviceContext ctx;
   DeviceScratch ds;
   nlb::Context<Host> host;
@@ -367,8 +367,8 @@ BOOST_AUTO_TEST_CASE(rotate_queries_keys) {
     BOOST_TEST_CONTEXT("rotary dims " << rotary) {
       RowMatrix<float> qk = random(7, 2 * heads * head_dim, 60);
       Padded dqk(ctx, qk);
-      nlb::ops::rotate_queries_keys(ctx, dqk.view, heads, rotary, 5, 10000.0, ds);
-      nlb::ops::rotate_queries_keys(host, qk, heads, rotary, 5, 10000.0, hs);
+      nlb::ops::rotate_heads(ctx, dqk.view, 2 * heads, rotary, 5, 10000.0, ds);
+      nlb::ops::rotate_heads(host, qk, 2 * heads, rotary, 5, 10000.0, hs);
       BOOST_TEST(mixed_error(nlb::ops::to_host(ctx, dqk.view), qk, tol::kernel_float_rel,
                              tol::kernel_float_abs) <= 1.0);
     }
@@ -380,14 +380,14 @@ BOOST_AUTO_TEST_CASE(rotate_queries_keys) {
   llama3.original_max_positions = 64;
   RowMatrix<float> qk = random(7, 2 * heads * head_dim, 62), unscaled = qk;
   Padded dqk(ctx, qk);
-  nlb::ops::rotate_queries_keys(ctx, dqk.view, heads, head_dim, 900, 10000.0, ds, llama3);
-  nlb::ops::rotate_queries_keys(host, qk, heads, head_dim, 900, 10000.0, hs, llama3);
-  nlb::ops::rotate_queries_keys(host, unscaled, heads, head_dim, 900, 10000.0, hs);
+  nlb::ops::rotate_heads(ctx, dqk.view, 2 * heads, head_dim, 900, 10000.0, ds, llama3);
+  nlb::ops::rotate_heads(host, qk, 2 * heads, head_dim, 900, 10000.0, hs, llama3);
+  nlb::ops::rotate_heads(host, unscaled, 2 * heads, head_dim, 900, 10000.0, hs);
   BOOST_TEST(mixed_error(nlb::ops::to_host(ctx, dqk.view), qk, tol::kernel_float_rel,
                          tol::kernel_float_abs) <= 1.0);
   BOOST_TEST(scaled_error(qk, unscaled) > 1e-3);  // the scaling changed the low frequencies
   Padded odd(ctx, random(2, 2 * heads * head_dim, 61));
-  BOOST_CHECK_THROW(nlb::ops::rotate_queries_keys(ctx, odd.view, heads, 3, 0, 10000.0, ds),
+  BOOST_CHECK_THROW(nlb::ops::rotate_heads(ctx, odd.view, 2 * heads, 3, 0, 10000.0, ds),
                     nlb::ArgumentError);
 }
 

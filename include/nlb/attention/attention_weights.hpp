@@ -13,15 +13,17 @@
 namespace nlb {
 
 /// Weights of one attention layer in nlbudget's layout (Y = X W + b):
-/// w_qkv [d, 3d] holds the Q, K and V projections side by side (columns [0, d), [d, 2d),
-/// [2d, 3d)); within each, head h owns columns [h·d_h, (h+1)·d_h). This is GPT-2's c_attn
-/// layout; GPT-NeoX's per-head interleaved query_key_value is permuted into it at load time.
+/// w_qkv [d, d + 2·d_kv] holds the Q, K and V projections side by side (columns [0, d),
+/// [d, d + d_kv), [d + d_kv, d + 2·d_kv)); within each, head h owns columns [h·d_h, (h+1)·d_h).
+/// d_kv = d with as many key/value heads as query heads (GPT-2's c_attn layout: [d, 3d]; GPT-NeoX's
+/// per-head interleaved query_key_value is permuted into it at load time); d_kv = H_kv·d_h with
+/// grouped-query attention (the Llama family: q_proj, k_proj, v_proj side by side).
 /// The two matrices are kept in storage S (nlb/core/weight_storage.hpp; storage::device on
 /// backend::cuda), the biases in T in S's memory space.
 template <class T, int D = Dynamic, class S = storage::f32>
 struct AttentionWeights {
-  weight_matrix<S, T, D, Dynamic> w_qkv;                        // [d, 3d]
-  typename vector_in<storage::memory_of<S>, T>::type b_qkv;     // [3d]
+  weight_matrix<S, T, D, Dynamic> w_qkv;                        // [d, d + 2·d_kv]
+  typename vector_in<storage::memory_of<S>, T>::type b_qkv;     // [d + 2·d_kv]
   weight_matrix<S, T, D, D> w_out;                              // [d, d]
   typename vector_in<storage::memory_of<S>, T, D>::type b_out;  // [d]
 };
@@ -35,23 +37,32 @@ AttentionWeights<T, D, S> to_weight_storage(AttentionWeights<T, D, From>&& w) {
 }
 
 namespace detail {
-/// ShapeError / ArgumentError unless `w` fits width d (and a compile-time D), `n_heads`
-/// divides d and rotary_dims is even and at most a head's width. `what` names the component.
+/// ShapeError / ArgumentError unless `w` fits width d (and a compile-time D) with `n_heads`
+/// query heads and `kv_heads` key/value heads (a positive divisor of n_heads; w_qkv [d, d + 2·d_kv]
+/// with d_kv = kv_heads · d / n_heads), and rotary_dims is even and at most a head's width.
+/// `what` names the component.
 template <int D, class W>
-void check_attention_weights(const char* what, const W& w, Index n_heads, Index rotary_dims) {
+void check_attention_weights(const char* what, const W& w, Index n_heads, Index rotary_dims,
+                             Index kv_heads) {
   const std::string name = what;
   const Index d = w.w_out.rows();
   if constexpr (D != Dynamic)
     check_dim(name + ": width (compile-time d)", D, d);
-  check_dim(name + ": w_out cols (d)", d, w.w_out.cols());
-  check_dim(name + ": w_qkv rows (d)", d, w.w_qkv.rows());
-  check_dim(name + ": w_qkv cols (3d)", 3 * d, w.w_qkv.cols());
-  check_dim(name + ": b_qkv size (3d)", 3 * d, w.b_qkv.size());
-  check_dim(name + ": b_out size (d)", d, w.b_out.size());
   if (n_heads <= 0 || d % n_heads != 0) {
     throw ShapeError(expected_found(name + ": head count",
                                     "a positive divisor of d = " + std::to_string(d), n_heads));
   }
+  if (kv_heads <= 0 || n_heads % kv_heads != 0) {
+    throw ShapeError(expected_found(
+        name + ": key/value head count",
+        "a positive divisor of the " + std::to_string(n_heads) + " query heads", kv_heads));
+  }
+  const Index qkv = d + 2 * kv_heads * (d / n_heads);
+  check_dim(name + ": w_out cols (d)", d, w.w_out.cols());
+  check_dim(name + ": w_qkv rows (d)", d, w.w_qkv.rows());
+  check_dim(name + ": w_qkv cols (d + 2·d_kv)", qkv, w.w_qkv.cols());
+  check_dim(name + ": b_qkv size (d + 2·d_kv)", qkv, w.b_qkv.size());
+  check_dim(name + ": b_out size (d)", d, w.b_out.size());
   if (rotary_dims < 0 || rotary_dims % 2 != 0 || rotary_dims > d / n_heads) {
     throw ArgumentError(
         expected_found(name + ": rotary dims", "an even number in [0, head dim]", rotary_dims));

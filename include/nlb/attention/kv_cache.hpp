@@ -72,11 +72,13 @@ void grow_to(M& m, Index rows, Index cols) {
 }
 
 /// The checks every attention kind makes at the start of forward(ctx, X, Y, ws, cache): X and
-/// Y [T, d], and a cache of width d with room for T more positions. Returns the cached length
-/// (0 without a cache). ShapeError or ArgumentError naming `what` and the quantity. The
-/// messages are built only on a mismatch: this runs once per layer and decoded token.
+/// Y [T, d], and a cache of width `cache_width` (d when negative; the key/value width with
+/// grouped-query heads) with room for T more positions. Returns the cached length (0 without a
+/// cache). ShapeError or ArgumentError naming `what` and the quantity. The messages are built
+/// only on a mismatch: this runs once per layer and decoded token.
 template <class X, class Y, class Cache>
-Index check_attention_call(const char* what, Index d, const X& x, const Y& y, const Cache* cache) {
+Index check_attention_call(const char* what, Index d, const X& x, const Y& y, const Cache* cache,
+                           Index cache_width = -1) {
   if (x.cols() != d || y.rows() != x.rows() || y.cols() != d) {
     check_dim(std::string(what) + ": input width (d)", d, x.cols());
     check_dim(std::string(what) + ": output rows (T)", x.rows(), y.rows());
@@ -84,9 +86,10 @@ Index check_attention_call(const char* what, Index d, const X& x, const Y& y, co
   }
   if (cache == nullptr)
     return 0;
-  if (cache->keys.cols() != d || cache->values.cols() != d) {
-    check_dim(std::string(what) + ": cache key width (d)", d, cache->keys.cols());
-    check_dim(std::string(what) + ": cache value width (d)", d, cache->values.cols());
+  const Index width = cache_width < 0 ? d : cache_width;
+  if (cache->keys.cols() != width || cache->values.cols() != width) {
+    check_dim(std::string(what) + ": cache key width", width, cache->keys.cols());
+    check_dim(std::string(what) + ": cache value width", width, cache->values.cols());
   }
   if (cache->length + x.rows() > cache->capacity())
     throw ArgumentError(expected_found(std::string(what) + ": cache positions",

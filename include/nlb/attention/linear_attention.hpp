@@ -73,14 +73,19 @@ class LinearAttention : public detail::ProjectedHeads<LinearAttention, T, D, Bac
       throw ArgumentError(detail::expected_found("LinearAttention::forward: KV cache",
                                                  "none (not supported)", "a cache"));
     }
+    if (this->kv_heads() != this->heads()) {
+      throw ArgumentError(detail::expected_found(
+          "LinearAttention::forward: key/value heads",
+          "as many as query heads (" + std::to_string(this->heads()) + ")", this->kv_heads()));
+    }
     const Index d = this->features(), rows = X.rows();
     detail::check_attention_call("LinearAttention::forward", d, X, Y, cache);
     if (rows == 0)
       return;
     ws.qkv.resize(rows, 3 * d);
     ops::gemm_bias(ctx, X, this->w_.w_qkv, this->w_.b_qkv, ws.qkv, ws.scratch);  // [T, 3d]
-    ops::rotate_queries_keys(ctx, ws.qkv.leftCols(2 * d), this->n_heads_, this->rotary_dims_, 0,
-                             this->rotary_base_, ws.scratch);
+    ops::rotate_heads(ctx, ws.qkv.leftCols(2 * d), 2 * this->n_heads_, this->rotary_dims_, 0,
+                      this->rotary_base_, ws.scratch, this->rope_scaling_);
     ops::transform(ctx, ws.qkv.leftCols(2 * d), kernels::EluFeatureOp{});  // φ on Q and K
     ws.context.resize(rows, d);
     ops::linear_attention(ctx, ws.qkv.leftCols(d), ws.qkv.middleCols(d, d),

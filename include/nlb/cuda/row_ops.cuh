@@ -257,19 +257,19 @@ void rms_norm_rows(Context<backend::cuda>& ctx, const X& x, const Weight& weight
                     static_cast<const scalar_of<X>*>(nullptr), eps);
 }
 
-/// GPT-NeoX's rotate_half on the first rotary_dims of every head of qk [T, 2d] = [Q K], rows at
-/// positions [past, past + T), angles as kernels::rotary_angles (double), each computed once for
-/// all heads; the scratch is unused. O(T · heads · rotary_dims); no wait. Errors as the CPU's.
+/// GPT-NeoX's rotate_half on the first rotary_dims of every head of x [T, heads·d_h] ([Q K]), rows
+/// at positions [past, past + T), angles as kernels::rotary_angles (double), each computed once
+/// for all heads; the scratch is unused. O(T · heads · rotary_dims); no wait. Errors as the CPU's.
 template <device_operand QK>
-void rotate_queries_keys(Context<backend::cuda>& ctx, QK&& qk, Index heads, Index rotary_dims,
-                         Index past, double base, DeviceScratch<scalar_of<QK>>&,
-                         const kernels::RopeScaling& scaling = {}) {
+void rotate_heads(Context<backend::cuda>& ctx, QK&& qk, Index heads, Index rotary_dims, Index past,
+                  double base, DeviceScratch<scalar_of<QK>>&,
+                  const kernels::RopeScaling& scaling = {}) {
   const auto m = writable_view_of(qk);
-  const Index d = nlb::ops::detail::check_rotary(m.cols(), heads, rotary_dims);
-  kernels::check_rope_scaling("ops::rotate_queries_keys (cuda)", scaling);
+  const Index head_dim = nlb::ops::detail::check_rotary(m.cols(), heads, rotary_dims);
+  kernels::check_rope_scaling("ops::rotate_heads (cuda)", scaling);
   detail::for_each_element(
-      ctx, "ops::rotate_queries_keys (cuda)", m.rows(), rotary_dims / 2,
-      detail::RotatePairs<scalar_of<QK>>{m.data(), m.outerStride(), d / heads, 2 * heads,
+      ctx, "ops::rotate_heads (cuda)", m.rows(), rotary_dims / 2,
+      detail::RotatePairs<scalar_of<QK>>{m.data(), m.outerStride(), head_dim, heads,
                                          rotary_dims / 2, past, base, scaling});
 }
 
@@ -413,5 +413,5 @@ RowMatrix<scalar_of<M>> to_host(Context<backend::cuda>& ctx, const M& m) {
 
 namespace nlb::ops {
 using cuda::causal_attention, cuda::embed_rows, cuda::layer_norm_rows, cuda::linear_attention,
-    cuda::rms_norm_rows, cuda::next_token_losses, cuda::rotate_queries_keys, cuda::to_host;
+    cuda::rms_norm_rows, cuda::next_token_losses, cuda::rotate_heads, cuda::to_host;
 }  // namespace nlb::ops
