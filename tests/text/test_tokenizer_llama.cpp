@@ -220,6 +220,86 @@ BOOST_AUTO_TEST_CASE(ill_formed_text_round_trips) {
   }
 }
 
+// Options the four files do not set, on variants of them written here; the expected ids and
+// decodes are HF tokenizers' (the npm binding of tools/node, 0.23.2) for the same variants.
+BOOST_AUTO_TEST_CASE(variants_match_hf_tokenizers) {
+  nlb::test::ScratchDir dir("llama-variants");
+  const auto load = [&](const json& doc) {
+    return nlb::text::load_tokenizer_json(dir.write_text("tokenizer.json", doc.dump()));
+  };
+  const auto check = [&](const Tokenizer& t, const std::string& text, const Ids& ids,
+                         const std::string& decoded) {
+    BOOST_TEST(t.encode(text, SpecialTokens::allowed) == ids, text);
+    BOOST_TEST(t.decode(ids, IllFormedUtf8::replace) == decoded, text);
+  };
+  // No byte fallback: characters the vocabulary lacks are <unk> (id 0), one per character or
+  // fused, or dropped without an unknown token.
+  json doc = document("sentencepiece-style");
+  doc["model"]["byte_fallback"] = false;
+  doc["model"]["fuse_unk"] = false;
+  check(load(doc), "a\u6f22\u5b57 b", Ids{357, 0, 0, 368}, "a<unk><unk> b");
+  doc["model"]["fuse_unk"] = true;
+  check(load(doc), "a\u6f22\u5b57 b", Ids{357, 0, 368}, "a<unk> b");
+  doc["model"]["unk_token"] = nullptr;
+  check(load(doc), "a\u6f22\u5b57 b", Ids{357, 368}, "a b");
+  // No decoder: HF joins the tokens with spaces.
+  doc = document("sentencepiece-style");
+  doc["decoder"] = nullptr;
+  check(load(doc), "Hi you", Ids{572, 332, 476}, "\xe2\x96\x81H i \xe2\x96\x81you");
+  // Metaspace splitting before each "▁", prepending always or never, with a Metaspace decoder;
+  // the legacy add_prefix_space: true is prepend_scheme "always" with split.
+  doc = document("metaspace-style");
+  doc["pre_tokenizer"]["split"] = true;
+  doc["pre_tokenizer"]["prepend_scheme"] = "always";
+  doc["decoder"] = {{"type", "Sequence"},
+                    {"decoders",
+                     {{{"type", "ByteFallback"}},
+                      {{"type", "Metaspace"},
+                       {"replacement", "\xe2\x96\x81"},
+                       {"prepend_scheme", "always"},
+                       {"split", true}}}}};
+  check(load(doc), "Hey  friend<s>x", Ids{572, 793, 354, 2264, 1, 2147}, "Hey  friend<s> x");
+  doc["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", "\xe2\x96\x81"}, {"add_prefix_space", true}};
+  check(load(doc), "Hey  friend<s>x", Ids{572, 793, 354, 2264, 1, 2147}, "Hey  friend<s> x");
+  doc = document("metaspace-style");
+  doc["pre_tokenizer"]["split"] = true;
+  doc["pre_tokenizer"]["prepend_scheme"] = "never";
+  doc["decoder"] = {{"type", "Sequence"},
+                    {"decoders",
+                     {{{"type", "Metaspace"},
+                       {"replacement", "\xe2\x96\x81"},
+                       {"prepend_scheme", "never"},
+                       {"split", true}},
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Strip"}, {"content", " "}, {"start", 2}, {"stop", 0}}}}};
+  check(load(doc), "Hey  friend<s>x", Ids{299, 793, 354, 2264, 1, 347}, "Heyfriend<s>x");
+  // A normalized added token is matched on normalized text and decoded from its normalized
+  // form ("\u2581hello\u2581world").
+  doc = document("sentencepiece-style");
+  doc["added_tokens"].push_back({{"id", 2355},
+                                 {"content", "hello world"},
+                                 {"single_word", false},
+                                 {"lstrip", false},
+                                 {"rstrip", false},
+                                 {"normalized", true},
+                                 {"special", false}});
+  const Tokenizer added = load(doc);
+  check(added, "x hello world", Ids{2147, 2355}, "x hello world");
+  BOOST_TEST(added.decode(Ids{354, 2355}, IllFormedUtf8::replace) == " hello world");
+  // ignore_merges off and ByteLevel's own GPT-2 split after Llama 3's; GPT-2's pattern as a Split.
+  doc = document("llama3-style");
+  doc["model"]["ignore_merges"] = false;
+  doc["pre_tokenizer"]["pretokenizers"][1]["use_regex"] = true;
+  check(load(doc), "DON'T  (hello)12345", Ids{2878, 39, 84, 32, 364, 2070, 41, 1033, 885},
+        "DON'T  (hello)12345");
+  doc = document("qwen2-style");
+  doc["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] =
+      "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+  check(load(doc), "DON'T  (hello)12345", Ids{2799, 39, 84, 32, 363, 2015, 41, 49, 50, 51, 52, 53},
+        "DON'T  (hello)12345");
+}
+
 // ---- malformed files ------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(unknown_split_pattern) {

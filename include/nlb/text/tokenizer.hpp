@@ -106,12 +106,19 @@ class Tokenizer {
     for (std::int32_t id = 0; id < model_.size(); ++id)
       pieces_[static_cast<std::size_t>(id)] = model_.token(id);
     for (const AddedToken& token : added_) {
-      pieces_[static_cast<std::size_t>(token.id)] = token.content;
-      // A token matched on normalized text is looked for in its normalized form, as HF does.
+      // A token matched on normalized text is looked for in its normalized form, and the
+      // decoder receives that form too, as HF does ("hello world" under Prepend + Replace
+      // decodes as "▁hello▁world" would).
+      std::string form =
+          token.normalized ? pipeline_.normalization.apply(token.content) : token.content;
       if (token.normalized)
-        normalized_.add(pipeline_.normalization.apply(token.content), token.id, token.special);
+        normalized_.add(form, token.id, token.special);
       else
         raw_.add(token.content, token.id, token.special);
+      // (Not followed: HF's ByteLevel decoder reads an added token made only of characters of
+      // the byte-level alphabet as the bytes they stand for, so "<|café|>" would decode with a
+      // lone byte 0xE9; nlbudget decodes an added token to its text. No shipped file has one.)
+      pieces_[static_cast<std::size_t>(token.id)] = std::move(form);
     }
   }
 
