@@ -48,7 +48,7 @@ enum class SpecialTokens {
 enum class Normalizer {
   none,
   nfc,
-  other,  ///< another list of steps (Tokenizer::normalization() has them)
+  other,  ///< another list of steps (Tokenizer::pipeline().normalization has them)
 };
 
 /// A token matched as a whole before BPE (HF tokenizers' "added_tokens").
