@@ -300,6 +300,40 @@ BOOST_AUTO_TEST_CASE(variants_match_hf_tokenizers) {
         "DON'T  (hello)12345");
 }
 
+// The SentencePiece layouts give BPE the whole text as one piece; BpeModel encodes it word by
+// word at "▁" (BpeOptions::boundary) only where that cannot change the ids. Checked against the
+// same model without the boundary, on every string, and on a vocabulary where a token has "▁"
+// inside (then the boundary is not used).
+BOOST_AUTO_TEST_CASE(word_by_word_bpe_equals_one_piece) {
+  const nlb::text::BpeModel& model = tokenizer("sentencepiece-style").model();
+  BOOST_TEST(model.options().boundary == "\xe2\x96\x81");
+  std::vector<std::string> tokens;
+  for (std::int32_t id = 0; id < model.size(); ++id)
+    tokens.push_back(model.token(id));
+  nlb::text::BpeOptions whole = model.options();
+  whole.boundary.clear();
+  const nlb::text::BpeModel one_piece(tokens, model.merge_list(), whole);
+  // "a▁b" as a token (no merge makes it): a part boundary inside a token disables the split.
+  std::vector<std::string> with_inner = tokens;
+  with_inner.push_back(
+      "a\xe2\x96\x81"
+      "b");
+  const nlb::text::BpeModel inner(with_inner, model.merge_list(), model.options());
+  const nlb::text::BpeModel inner_whole(with_inner, model.merge_list(), whole);
+  const nlb::text::Normalization& normalization =
+      tokenizer("sentencepiece-style").pipeline().normalization;
+  for (const auto& c : cases()) {
+    const std::string text = normalization.apply(c.at("text").get<std::string>());
+    Ids split, together, inner_split, inner_together;
+    model.encode_piece(text, split);
+    one_piece.encode_piece(text, together);
+    inner.encode_piece(text, inner_split);
+    inner_whole.encode_piece(text, inner_together);
+    BOOST_TEST(split == together, c.at("name"));
+    BOOST_TEST(inner_split == inner_together, c.at("name"));
+  }
+}
+
 // ---- malformed files ------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(unknown_split_pattern) {

@@ -54,6 +54,14 @@ struct BpeOptions {
   std::int32_t unk_id = -1;
   /// Consecutive unknown characters are one unknown token.
   bool fuse_unk = false;
+  /// Characters mode: SentencePiece's word boundary ("▁"), or empty. When it is one character
+  /// and a token, and no token has it anywhere but at its start, no merge can join the symbols
+  /// on both sides of one (and unknown characters are neither fused nor reordered across it),
+  /// so a piece is encoded word by word, each part cached, with the same ids as in one go —
+  /// the SentencePiece layouts give BPE the whole text as one piece. Not used with
+  /// ignore_merges, where a part that is a token would be emitted whole although the whole
+  /// piece is not one.
+  std::string boundary;
 };
 
 class BpeModel {
@@ -100,6 +108,16 @@ class BpeModel {
       merge(tokens_[id], ids);
       whole_[id] = ids.size() == 1 && ids[0] == static_cast<std::int32_t>(id);
     }
+    const std::string& boundary = options_.boundary;
+    const bool one_character = !boundary.empty() && [&] {
+      const detail::Utf8Unit unit = detail::decode_utf8(boundary, 0);
+      return unit.valid && unit.length == boundary.size();
+    }();
+    split_at_boundary_ = !options_.byte_level && !options_.ignore_merges && one_character &&
+                         ids_.find(boundary, tokens_) >= 0 &&
+                         std::none_of(tokens_.begin(), tokens_.end(), [&](const std::string& t) {
+                           return t.find(boundary, 1) != std::string::npos;
+                         });
   }
 
   // Copies and moves take the vocabulary and merges, not the cache (a cache is per object).
@@ -109,14 +127,16 @@ class BpeModel {
         ids_(other.ids_),
         merges_(other.merges_),
         whole_(other.whole_),
-        byte_ids_(other.byte_ids_) {}
+        byte_ids_(other.byte_ids_),
+        split_at_boundary_(other.split_at_boundary_) {}
   BpeModel(BpeModel&& other) noexcept
       : tokens_(std::move(other.tokens_)),
         options_(other.options_),
         ids_(std::move(other.ids_)),
         merges_(std::move(other.merges_)),
         whole_(std::move(other.whole_)),
-        byte_ids_(other.byte_ids_) {}
+        byte_ids_(other.byte_ids_),
+        split_at_boundary_(other.split_at_boundary_) {}
   BpeModel& operator=(BpeModel other) noexcept {
     tokens_ = std::move(other.tokens_);
     options_ = other.options_;
@@ -124,6 +144,7 @@ class BpeModel {
     merges_ = std::move(other.merges_);
     whole_ = std::move(other.whole_);
     byte_ids_ = other.byte_ids_;
+    split_at_boundary_ = other.split_at_boundary_;
     std::lock_guard lock(cache_mutex_);
     cache_.clear();
     return *this;
@@ -153,8 +174,53 @@ class BpeModel {
   /// binary heap of candidate pairs, each merge invalidating at most two and adding two (pieces
   /// of up to 24 bytes: a scan of at most 24 pairs per merge, which is faster there). Pieces
   /// of up to max_cached_piece bytes are cached: a cache shared by the threads that use this
-  /// model, behind a mutex, so concurrent calls are safe.
+  /// model, behind a mutex, so concurrent calls are safe. With BpeOptions::boundary in effect,
+  /// the piece is encoded word by word (the same ids: see there).
   void encode_piece(std::string_view piece, std::vector<std::int32_t>& out) const {
+    if (!split_at_boundary_) {
+      encode_part(piece, out);
+      return;
+    }
+    const std::string_view boundary = options_.boundary;
+    std::size_t start = 0;
+    while (start < piece.size()) {
+      std::size_t cut = piece.find(boundary, start + 1);
+      if (cut == std::string_view::npos)
+        cut = piece.size();
+      encode_part(piece.substr(start, cut - start), out);
+      start = cut;
+    }
+  }
+
+  /// Empties the piece cache (its memory is bounded anyway; this is for measurements and for
+  /// callers that want the memory back).
+  void clear_cache() const {
+    std::lock_guard lock(cache_mutex_);
+    cache_.clear();
+  }
+
+  /// The merges in rank order (a pair listed twice once, at its first rank).
+  /// O(merges log merges).
+  std::vector<BpeMerge> merge_list() const {
+    std::vector<std::pair<std::int32_t, BpeMerge>> ranked;
+    ranked.reserve(merges_.size());
+    merges_.for_each([&](std::uint64_t key, const detail::MergeRule& rule) {
+      ranked.push_back({rule.rank,
+                        {static_cast<std::int32_t>(key >> 32),
+                         static_cast<std::int32_t>(key & 0xFFFFFFFFu), rule.result}});
+    });
+    std::sort(ranked.begin(), ranked.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<BpeMerge> list;
+    list.reserve(ranked.size());
+    for (const auto& [rank, m] : ranked)
+      list.push_back(m);
+    return list;
+  }
+
+ private:
+  // encode_piece for one part: the cache, the whole-token shortcut, else the merge loop.
+  void encode_part(std::string_view piece, std::vector<std::int32_t>& out) const {
     if (piece.empty())
       return;
     if (piece.size() == 1 && options_.byte_level) {
@@ -192,33 +258,6 @@ class BpeModel {
     }
   }
 
-  /// Empties the piece cache (its memory is bounded anyway; this is for measurements and for
-  /// callers that want the memory back).
-  void clear_cache() const {
-    std::lock_guard lock(cache_mutex_);
-    cache_.clear();
-  }
-
-  /// The merges in rank order (a pair listed twice once, at its first rank).
-  /// O(merges log merges).
-  std::vector<BpeMerge> merge_list() const {
-    std::vector<std::pair<std::int32_t, BpeMerge>> ranked;
-    ranked.reserve(merges_.size());
-    merges_.for_each([&](std::uint64_t key, const detail::MergeRule& rule) {
-      ranked.push_back({rule.rank,
-                        {static_cast<std::int32_t>(key >> 32),
-                         static_cast<std::int32_t>(key & 0xFFFFFFFFu), rule.result}});
-    });
-    std::sort(ranked.begin(), ranked.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<BpeMerge> list;
-    list.reserve(ranked.size());
-    for (const auto& [rank, m] : ranked)
-      list.push_back(m);
-    return list;
-  }
-
- private:
   // Pieces of up to this many bytes (nearly every word) are merged by merge_by_scan.
   static constexpr std::size_t max_scanned_piece = 24;
 
@@ -390,6 +429,7 @@ class BpeModel {
   detail::PairTable merges_;
   std::vector<bool> whole_;  // id -> BPE of the token's bytes is the token itself
   std::array<std::int32_t, 256> byte_ids_{};
+  bool split_at_boundary_ = false;  // BpeOptions::boundary applies
   mutable std::mutex cache_mutex_;
   mutable detail::PieceCache cache_;  // piece -> its ids
 };

@@ -196,6 +196,14 @@ inline Tokenizer load_tokenizer_json(const std::filesystem::path& path,
   model.require_null_or("end_of_word_suffix", {""});
   BpeOptions bpe;
   bpe.byte_level = byte_level;
+  // The character spaces become, where the pipeline makes one: BPE may then encode word by
+  // word (BpeOptions::boundary says when that gives the same ids).
+  for (const NormalizerStep& step : pipeline.normalization.steps())
+    if (step.kind == NormalizerStep::Kind::replace && step.pattern == " ")
+      bpe.boundary = step.content;
+  for (const PreTokenizerStep& step : pipeline.pre_tokenization.steps())
+    if (step.kind == PreTokenizerStep::Kind::metaspace)
+      bpe.boundary = step.replacement;
   bpe.fuse_unk = model.boolean("fuse_unk", false);
   bpe.ignore_merges = model.boolean("ignore_merges", false);
   if (byte_level)
