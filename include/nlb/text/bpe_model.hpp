@@ -192,50 +192,11 @@ class BpeModel {
   /// model, behind a mutex, so concurrent calls are safe. With BpeOptions::boundary in effect,
   /// the piece is encoded word by word (the same ids: see there).
   void encode_piece(std::string_view piece, std::vector<std::int32_t>& out) const {
-    if (!split_at_boundary_) {
-      encode_part(piece, out);
+    if (split_at_boundary_ && piece.find(options_.boundary, 1) != std::string_view::npos)
+        [[unlikely]] {
+      encode_words(piece, out);
       return;
     }
-    const std::string_view boundary = options_.boundary;
-    std::size_t start = 0;
-    while (start < piece.size()) {
-      std::size_t cut = piece.find(boundary, start + 1);
-      if (cut == std::string_view::npos)
-        cut = piece.size();
-      encode_part(piece.substr(start, cut - start), out);
-      start = cut;
-    }
-  }
-
-  /// Empties the piece cache (its memory is bounded anyway; this is for measurements and for
-  /// callers that want the memory back).
-  void clear_cache() const {
-    std::lock_guard lock(cache_mutex_);
-    cache_.clear();
-  }
-
-  /// The merges in rank order (a pair listed twice once, at its first rank).
-  /// O(merges log merges).
-  std::vector<BpeMerge> merge_list() const {
-    std::vector<std::pair<std::int32_t, BpeMerge>> ranked;
-    ranked.reserve(merges_.size());
-    merges_.for_each([&](std::uint64_t key, const detail::MergeRule& rule) {
-      ranked.push_back({rule.rank,
-                        {static_cast<std::int32_t>(key >> 32),
-                         static_cast<std::int32_t>(key & 0xFFFFFFFFu), rule.result}});
-    });
-    std::sort(ranked.begin(), ranked.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<BpeMerge> list;
-    list.reserve(ranked.size());
-    for (const auto& [rank, m] : ranked)
-      list.push_back(m);
-    return list;
-  }
-
- private:
-  // encode_piece for one part: the cache, the whole-token shortcut, else the merge loop.
-  void encode_part(std::string_view piece, std::vector<std::int32_t>& out) const {
     if (piece.empty())
       return;
     if (piece.size() == 1) {
@@ -271,6 +232,48 @@ class BpeModel {
         cache_.clear();
       // Another thread may have cached the piece meanwhile: then its entry stays.
       cache_.insert(piece, hash, std::span(out).subspan(first));
+    }
+  }
+
+  /// Empties the piece cache (its memory is bounded anyway; this is for measurements and for
+  /// callers that want the memory back).
+  void clear_cache() const {
+    std::lock_guard lock(cache_mutex_);
+    cache_.clear();
+  }
+
+  /// The merges in rank order (a pair listed twice once, at its first rank).
+  /// O(merges log merges).
+  std::vector<BpeMerge> merge_list() const {
+    std::vector<std::pair<std::int32_t, BpeMerge>> ranked;
+    ranked.reserve(merges_.size());
+    merges_.for_each([&](std::uint64_t key, const detail::MergeRule& rule) {
+      ranked.push_back({rule.rank,
+                        {static_cast<std::int32_t>(key >> 32),
+                         static_cast<std::int32_t>(key & 0xFFFFFFFFu), rule.result}});
+    });
+    std::sort(ranked.begin(), ranked.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<BpeMerge> list;
+    list.reserve(ranked.size());
+    for (const auto& [rank, m] : ranked)
+      list.push_back(m);
+    return list;
+  }
+
+ private:
+  // encode_piece word by word: each word has the boundary only at its start, so encode_piece
+  // encodes it in one go. Out of line, so that encode_piece stays as small as without it.
+  [[gnu::noinline]] void encode_words(std::string_view piece,
+                                      std::vector<std::int32_t>& out) const {
+    const std::string_view boundary = options_.boundary;
+    std::size_t start = 0;
+    while (start < piece.size()) {
+      std::size_t cut = piece.find(boundary, start + 1);
+      if (cut == std::string_view::npos)
+        cut = piece.size();
+      encode_piece(piece.substr(start, cut - start), out);
+      start = cut;
     }
   }
 
