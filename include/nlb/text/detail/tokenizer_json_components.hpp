@@ -166,6 +166,17 @@ inline void read_pre_tokenizer(const TextFileErrors& errors, const std::string& 
   }
 }
 
+/// Checks a ByteLevel decoder or post-processor at `entry`: its options change token offsets
+/// only, so they are read for their types (FormatError when malformed) and otherwise ignored.
+inline void check_offset_only_byte_level(const TextFileErrors& errors, const std::string& entry,
+                                         const nlohmann::json& value) {
+  const JsonObject object(errors, entry, value,
+                          {"type", "add_prefix_space", "trim_offsets", "use_regex"});
+  object.boolean("trim_offsets", true);
+  object.boolean("add_prefix_space", false);
+  object.boolean("use_regex", true);
+}
+
 /// Appends the steps of the decoder `value` (not null) at `entry` to `steps`.
 inline void read_decoder(const TextFileErrors& errors, const std::string& entry,
                          const nlohmann::json& value, std::vector<DecoderStep>& steps) {
@@ -174,12 +185,7 @@ inline void read_decoder(const TextFileErrors& errors, const std::string& entry,
       {"ByteLevel", "Sequence", "Replace", "ByteFallback", "Fuse", "Strip", "Metaspace"});
   DecoderStep step;
   if (type == "ByteLevel") {
-    // Its options change offsets only.
-    const JsonObject object(errors, entry, value,
-                            {"type", "add_prefix_space", "trim_offsets", "use_regex"});
-    object.boolean("trim_offsets", true);
-    object.boolean("add_prefix_space", false);
-    object.boolean("use_regex", true);
+    check_offset_only_byte_level(errors, entry, value);
     step.kind = DecoderStep::Kind::byte_level;
   } else if (type == "Sequence") {
     const JsonObject object(errors, entry, value, {"type", "decoders"});
@@ -282,12 +288,7 @@ inline void read_post_processor(const TextFileErrors& errors, const std::string&
   const std::string type =
       component_type(errors, entry, value, {"ByteLevel", "TemplateProcessing", "Sequence"});
   if (type == "ByteLevel") {
-    // Offsets only.
-    const JsonObject object(errors, entry, value,
-                            {"type", "add_prefix_space", "trim_offsets", "use_regex"});
-    object.boolean("trim_offsets", true);
-    object.boolean("add_prefix_space", false);
-    object.boolean("use_regex", true);
+    check_offset_only_byte_level(errors, entry, value);
   } else if (type == "Sequence") {
     const JsonObject object(errors, entry, value, {"type", "processors"});
     const nlohmann::json& list = object.array("processors");
