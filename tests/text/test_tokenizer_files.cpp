@@ -257,8 +257,8 @@ BOOST_AUTO_TEST_CASE(json_unknown_pre_tokenizer_and_model) {
   doc["model"]["type"] = "WordPiece";
   expect_json_error(doc, {"model", "\"BPE\"", "found string \"WordPiece\""});
   doc = small_tokenizer_json();
-  doc["post_processor"] = {{"type", "TemplateProcessing"}};
-  expect_json_error(doc, {"post_processor", "found string \"TemplateProcessing\""});
+  doc["post_processor"] = {{"type", "RobertaProcessing"}};
+  expect_json_error(doc, {"post_processor", "found string \"RobertaProcessing\""});
   doc = small_tokenizer_json();
   doc["decoder"] = {{"type", "WordPiece"}};
   expect_json_error(doc, {"decoder", "found string \"WordPiece\""});

@@ -1,24 +1,40 @@
-// load_tokenizer_json: a Hugging Face tokenizer.json with a byte-level BPE model, as GPT-2,
-// GPT-NeoX and Pythia ship it. The components nlbudget implements, and nothing else:
-//   normalizer      null or {"type": "NFC"}
-//   pre_tokenizer   {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true (default),
-//                    "trim_offsets": any}
-//   post_processor  null or ByteLevel (it changes offsets only, never ids)
-//   decoder         null or ByteLevel
+// load_tokenizer_json: a Hugging Face tokenizer.json with a BPE model, as GPT-2, GPT-NeoX /
+// Pythia, Llama 3, Qwen2 and Llama 2 / Mistral / TinyLlama ship it. The components nlbudget
+// implements, and nothing else:
+//   normalizer      null, or NFC, Prepend {"prepend"}, Replace {"pattern": {"String"},
+//                   "content"}, or a Sequence {"normalizers": [...]} of them
+//   pre_tokenizer   ByteLevel {"add_prefix_space": false, "use_regex": any (true: GPT-2's
+//                   split), "trim_offsets": any}; Split {"pattern": {"Regex"} of GPT-2, Llama 3
+//                   or Qwen2 (detail/tokenizer_json_components.hpp has them verbatim),
+//                   "behavior": "Isolated", "invert": false}; Metaspace {"replacement": one
+//                   character, "prepend_scheme": "first", "always" or "never", "split",
+//                   legacy "add_prefix_space"}; a Sequence {"pretokenizers": [...]} of them
+//                   (ByteLevel last); or null (one piece per segment)
+//   post_processor  null, ByteLevel (offsets only), TemplateProcessing {"single", "pair",
+//                   "special_tokens"} (what with_special_tokens adds), or a Sequence
+//                   {"processors": [...]} of them
+//   decoder         null, ByteLevel, or for character vocabularies Replace {"pattern":
+//                   {"String"}, "content"}, ByteFallback, Fuse, Strip {"content", "start",
+//                   "stop"}, Metaspace, or a Sequence {"decoders": [...]} of them
 //   model           {"type": "BPE", "vocab": {...}, "merges": ["a b", ...] or [["a", "b"], ...],
 //                    "dropout": null, "continuing_subword_prefix" and "end_of_word_suffix": null
-//                    or "", "byte_fallback" and "ignore_merges": false or absent,
-//                    "unk_token": null or a string (never used: every byte has a token),
-//                    "fuse_unk": any}
+//                    or "", "ignore_merges": any, "byte_fallback", "unk_token", "fuse_unk"}
 //   added_tokens    [{"id", "content", "special", "normalized", "single_word": false,
 //                    "lstrip": false, "rstrip": false}, ...]
 //   truncation, padding: null
+// The vocabulary is byte-level (written in GPT-2's byte-to-character alphabet, every byte a
+// token) when the pre-tokenizer has a ByteLevel step; then byte_fallback must be false and the
+// decoder null or ByteLevel. Otherwise its tokens are text and BPE starts from characters
+// (bpe_model.hpp), with "<0xNN>" tokens for each of the 256 bytes when byte_fallback is true and
+// unk_token, when given, a token of the vocabulary.
 // Any other type, option value or key is a FormatError that names it, so a file whose ids would
 // differ from HF tokenizers' is refused rather than encoded differently.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
@@ -29,130 +45,20 @@
 #include <vector>
 
 #include "nlb/text/bpe_model.hpp"
+#include "nlb/text/decoding.hpp"
 #include "nlb/text/detail/bpe_builder.hpp"
+#include "nlb/text/detail/json_object.hpp"
 #include "nlb/text/detail/messages.hpp"
+#include "nlb/text/detail/tokenizer_json_components.hpp"
 #include "nlb/text/gpt2_files.hpp"
+#include "nlb/text/normalization.hpp"
+#include "nlb/text/pre_tokenization.hpp"
 #include "nlb/text/tokenizer.hpp"
 #include "nlb/text/tokenizer_options.hpp"
 
 namespace nlb::text {
 
 namespace detail {
-
-/// Reads one JSON object of tokenizer.json with the checks of its keys and values.
-class JsonObject {
- public:
-  JsonObject(const TextFileErrors& errors, std::string entry, const nlohmann::json& value,
-             std::initializer_list<std::string_view> keys)
-      : errors_(errors), entry_(std::move(entry)), value_(value) {
-    if (!value.is_object())
-      errors_.fail("", entry_.empty() ? "the document" : entry_, "an object", describe_json(value));
-    for (const auto& [key, ignored] : value.items()) {
-      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        std::string names;
-        for (const std::string_view k : keys)
-          names += (names.empty() ? "" : ", ") + std::string(k);
-        errors_.fail(entry_, "key " + io::quote_text(key),
-                     "one of " + names + " (what nlbudget reads)", "an unknown key");
-      }
-    }
-  }
-
-  const std::string& entry() const { return entry_; }
-  const TextFileErrors& errors() const { return errors_; }
-  /// The member `key`, or nullptr when absent.
-  const nlohmann::json* find(const char* key) const {
-    const auto it = value_.find(key);
-    return it == value_.end() ? nullptr : &*it;
-  }
-  /// The member `key`; FormatError when absent.
-  const nlohmann::json& at(const char* key) const {
-    const nlohmann::json* member = find(key);
-    if (!member)
-      errors_.fail(entry_, key, "present", "no such key");
-    return *member;
-  }
-  [[noreturn]] void fail(const char* key, const std::string& expected,
-                         const nlohmann::json& found) const {
-    errors_.fail(entry_, key, expected, describe_json(found));
-  }
-  std::string string(const char* key) const {
-    const nlohmann::json& member = at(key);
-    if (!member.is_string())
-      fail(key, "a string", member);
-    return member.get<std::string>();
-  }
-  /// The boolean `key`, `fallback` when absent.
-  bool boolean(const char* key, bool fallback) const {
-    const nlohmann::json* member = find(key);
-    if (!member)
-      return fallback;
-    if (!member->is_boolean())
-      fail(key, "a boolean", *member);
-    return member->get<bool>();
-  }
-  /// FormatError unless `key` is absent or has the value `required` (an option nlbudget does
-  /// not implement otherwise).
-  void require_boolean(const char* key, bool required, bool fallback) const {
-    if (boolean(key, fallback) != required)
-      fail(key, std::string(required ? "true" : "false") + " (the only value nlbudget implements)",
-           *find(key));
-  }
-  /// FormatError unless `key` is absent, null, or one of `allowed` strings.
-  void require_null_or(const char* key, std::initializer_list<std::string_view> allowed) const {
-    const nlohmann::json* member = find(key);
-    if (!member || member->is_null())
-      return;
-    if (member->is_string()) {
-      const auto& text = member->get_ref<const std::string&>();
-      if (std::find(allowed.begin(), allowed.end(), text) != allowed.end())
-        return;
-    }
-    std::string expected = "null";
-    for (const std::string_view a : allowed)
-      expected += " or " + io::quote_text(a);
-    fail(key, expected + " (the only values nlbudget implements)", *member);
-  }
-
- private:
-  const TextFileErrors& errors_;
-  std::string entry_;
-  const nlohmann::json& value_;
-};
-
-/// The "type" of a component object, which must be one of `types`.
-inline std::string component_type(const TextFileErrors& errors, const std::string& entry,
-                                  const nlohmann::json& value,
-                                  std::initializer_list<std::string_view> types) {
-  std::string expected;
-  for (const std::string_view t : types)
-    expected += (expected.empty() ? "" : " or ") + io::quote_text(t);
-  expected += " (the types nlbudget implements)";
-  if (!value.is_object())
-    errors.fail(entry, "type", expected, describe_json(value));
-  const auto it = value.find("type");
-  if (it == value.end() || !it->is_string() ||
-      std::find(types.begin(), types.end(), it->get_ref<const std::string&>()) == types.end())
-    errors.fail(entry, "type", expected, it == value.end() ? "no type" : describe_json(*it));
-  return it->get<std::string>();
-}
-
-/// Checks a ByteLevel component. `ids_matter`: for the pre-tokenizer, whose options change
-/// ids (a prefix space, or no split); the post-processor and decoder options change offsets.
-inline void check_byte_level(const TextFileErrors& errors, const std::string& entry,
-                             const nlohmann::json& value, bool ids_matter) {
-  component_type(errors, entry, value, {"ByteLevel"});
-  const JsonObject object(errors, entry, value,
-                          {"type", "add_prefix_space", "trim_offsets", "use_regex"});
-  object.boolean("trim_offsets", true);
-  if (ids_matter) {
-    object.require_boolean("add_prefix_space", false, false);
-    object.require_boolean("use_regex", true, true);
-  } else {
-    object.boolean("add_prefix_space", false);
-    object.boolean("use_regex", true);
-  }
-}
 
 inline std::vector<MergeText> read_json_merges(const TextFileErrors& errors,
                                                const nlohmann::json& merges) {
@@ -179,14 +85,48 @@ inline std::vector<MergeText> read_json_merges(const TextFileErrors& errors,
   return out;
 }
 
+/// The name of the byte-fallback token of `byte`, as HF's BPE writes it: "<0x0A>".
+inline std::string byte_fallback_name(unsigned byte) {
+  std::array<char, 8> name{};
+  std::snprintf(name.data(), name.size(), "<0x%02X>", byte);
+  return name.data();
+}
+
+/// The ids of the 256 byte-fallback tokens; FormatError naming the first missing one, and for a
+/// token that the ByteFallback decoder reads as a byte but byte fallback never writes ("<0x0a>":
+/// lower-case hex), which would decode to a byte it does not encode.
+inline std::array<std::int32_t, 256> byte_fallback_ids(const TextFileErrors& errors,
+                                                       const VocabTable& vocab) {
+  std::array<std::int32_t, 256> ids{};
+  for (unsigned byte = 0; byte < 256; ++byte) {
+    const std::string name = byte_fallback_name(byte);
+    const auto it = vocab.ids.find(name);
+    if (it == vocab.ids.end())
+      errors.fail("model.vocab", "byte-fallback tokens",
+                  "a token \"<0xNN>\" for each of the 256 bytes (byte_fallback is true)",
+                  "none for byte " + std::to_string(byte) + " (" + quote_text(name) + ")");
+    ids[byte] = it->second;
+  }
+  for (const std::string& text : vocab.texts) {
+    const int byte = Decoding::fallback_byte(text);
+    if (byte >= 0 && text != byte_fallback_name(static_cast<unsigned>(byte)))
+      errors.fail("model.vocab token " + quote_text(text), "byte-fallback token",
+                  quote_text(byte_fallback_name(static_cast<unsigned>(byte))) +
+                      " (two upper-case hex digits, as byte fallback writes it)",
+                  quote_text(text));
+  }
+  return ids;
+}
+
 }  // namespace detail
 
 /// The tokenizer of the tokenizer.json at `path` (see the list of components above). eos_id()
-/// is the id of "<|endoftext|>" (an added token, else a model token) when there is one. Ids of
-/// the model's vocabulary number its tokens 0..M-1; an added token either repeats a model token
-/// (same id, content equal to the token) or takes the next id, M, M+1, ... FormatError naming
-/// the file, the entry, what was expected and what was found for anything else, and for more
-/// ids than `options.embedding_size`. O(vocabulary + merges).
+/// is the id of "<|endoftext|>", else "<|end_of_text|>", else "</s>" (an added token, else a
+/// model token) when there is one. Ids of the model's vocabulary number its tokens 0..M-1; an
+/// added token either repeats a model token (same id, content equal to the token) or takes the
+/// next id, M, M+1, ... The template's special tokens must name ids of the vocabulary with
+/// their tokens. FormatError naming the file, the entry, what was expected and what was found
+/// for anything else, and for more ids than `options.embedding_size`. O(vocabulary + merges).
 inline Tokenizer load_tokenizer_json(const std::filesystem::path& path,
                                      const TokenizerOptions& options = {}) {
   const detail::TextFileErrors errors(path.string());
@@ -201,18 +141,45 @@ inline Tokenizer load_tokenizer_json(const std::filesystem::path& path,
       top.fail(key, "null (nlbudget neither truncates nor pads)", *value);
   }
 
-  Normalizer normalizer = Normalizer::none;
-  if (const nlohmann::json* value = top.find("normalizer"); value && !value->is_null()) {
-    detail::component_type(errors, "normalizer", *value, {"NFC"});
-    const detail::JsonObject object(errors, "normalizer", *value, {"type"});
-    normalizer = Normalizer::nfc;
+  TokenizerPipeline pipeline;
+  {
+    std::vector<NormalizerStep> steps;
+    if (const nlohmann::json* value = top.find("normalizer"); value && !value->is_null())
+      detail::read_normalizer(errors, "normalizer", *value, steps);
+    pipeline.normalization = Normalization(std::move(steps));
   }
+  detail::PreTokenizerFacts facts;
   const nlohmann::json* pre = top.find("pre_tokenizer");
-  detail::check_byte_level(errors, "pre_tokenizer", pre ? *pre : nlohmann::json(), true);
-  for (const char* key : {"post_processor", "decoder"}) {
-    if (const nlohmann::json* value = top.find(key); value && !value->is_null())
-      detail::check_byte_level(errors, key, *value, false);
+  {
+    std::vector<PreTokenizerStep> steps;
+    if (pre && !pre->is_null())
+      detail::read_pre_tokenizer(errors, "pre_tokenizer", *pre, steps, facts);
+    pipeline.pre_tokenization = PreTokenization(std::move(steps));
   }
+  const bool byte_level = facts.byte_level;
+  {
+    std::vector<DecoderStep> steps;
+    if (const nlohmann::json* value = top.find("decoder"); value && !value->is_null())
+      detail::read_decoder(errors, "decoder", *value, steps);
+    pipeline.decoding = Decoding(std::move(steps));
+    const auto& decoder_steps = pipeline.decoding.steps();
+    const bool decodes_bytes = std::any_of(
+        decoder_steps.begin(), decoder_steps.end(),
+        [](const DecoderStep& step) { return step.kind == DecoderStep::Kind::byte_level; });
+    // A ByteLevel decoder reads the byte-level alphabet, which only a ByteLevel pre-tokenizer
+    // writes; and a byte-level vocabulary's tokens are bytes, which only ByteLevel decodes.
+    if (decodes_bytes && !byte_level)
+      errors.fail("pre_tokenizer", "type",
+                  "\"ByteLevel\" or a Sequence with it (the decoder is ByteLevel)",
+                  pre ? detail::describe_json(*pre) : "null");
+    if (byte_level && !pipeline.decoding.empty() && !pipeline.decoding.is_byte_level())
+      errors.fail("decoder", "type",
+                  "null or \"ByteLevel\" (the pre-tokenizer is ByteLevel: the tokens are bytes)",
+                  detail::describe_json(*top.find("decoder")));
+  }
+  detail::TemplateText template_text;
+  if (const nlohmann::json* value = top.find("post_processor"); value && !value->is_null())
+    detail::read_post_processor(errors, "post_processor", *value, template_text);
 
   const nlohmann::json& model_json = top.at("model");
   detail::component_type(errors, "model", model_json, {"BPE"});
@@ -222,18 +189,42 @@ inline Tokenizer load_tokenizer_json(const std::filesystem::path& path,
        "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges"});
   if (const nlohmann::json* dropout = model.find("dropout"); dropout && !dropout->is_null())
     model.fail("dropout", "null (nlbudget's BPE is deterministic)", *dropout);
-  if (const nlohmann::json* unk = model.find("unk_token");
-      unk && !unk->is_null() && !unk->is_string())
+  const nlohmann::json* unk = model.find("unk_token");
+  if (unk && !unk->is_null() && !unk->is_string())
     model.fail("unk_token", "null or a string", *unk);
   model.require_null_or("continuing_subword_prefix", {""});
   model.require_null_or("end_of_word_suffix", {""});
-  model.boolean("fuse_unk", false);
-  model.require_boolean("byte_fallback", false, false);
-  model.require_boolean("ignore_merges", false, false);
-  detail::VocabTable vocab = detail::read_vocab(errors, model.at("vocab"), "model.vocab");
+  BpeOptions bpe;
+  bpe.byte_level = byte_level;
+  // The character spaces become, where the pipeline makes one: BPE may then encode word by
+  // word (BpeOptions::boundary says when that gives the same ids).
+  for (const NormalizerStep& step : pipeline.normalization.steps())
+    if (step.kind == NormalizerStep::Kind::replace && step.pattern == " ")
+      bpe.boundary = step.content;
+  for (const PreTokenizerStep& step : pipeline.pre_tokenization.steps())
+    if (step.kind == PreTokenizerStep::Kind::metaspace)
+      bpe.boundary = step.replacement;
+  bpe.fuse_unk = model.boolean("fuse_unk", false);
+  bpe.ignore_merges = model.boolean("ignore_merges", false);
+  if (byte_level)
+    model.require_boolean("byte_fallback", false, false);
+  bpe.byte_fallback = model.boolean("byte_fallback", false);
+  detail::VocabTable vocab =
+      detail::read_vocab(errors, model.at("vocab"), "model.vocab", byte_level);
   const std::vector<BpeMerge> merges = detail::resolve_merges(
       errors, vocab, detail::read_json_merges(errors, model.at("merges")), "model.vocab");
   const auto model_size = static_cast<std::int64_t>(vocab.texts.size());
+  if (bpe.byte_fallback)
+    bpe.byte_fallback_ids = detail::byte_fallback_ids(errors, vocab);
+  // A byte-level vocabulary never needs the unknown token (every byte is a token), so it is
+  // not looked up there, as before; a character vocabulary uses it for what it lacks.
+  if (!byte_level && unk && unk->is_string()) {
+    const auto it = vocab.ids.find(unk->get<std::string>());
+    if (it == vocab.ids.end())
+      errors.fail("model", "unk_token", "a token of model.vocab",
+                  io::quote_text(unk->get<std::string>()) + ", which is not");
+    bpe.unk_id = it->second;
+  }
 
   std::vector<AddedToken> added;
   std::vector<std::pair<std::int64_t, std::size_t>> new_ids;  // (id, index) past the model
@@ -290,17 +281,56 @@ inline Tokenizer load_tokenizer_json(const std::filesystem::path& path,
                   std::to_string(new_ids[k].first));
     }
   }
+  const std::int64_t total = model_size + static_cast<std::int64_t>(new_ids.size());
+  // The token an id stands for, as the template's tables write it: an added token's content,
+  // else the model token as the file writes it.
+  const auto token_text = [&](std::int64_t id) -> std::string {
+    for (const AddedToken& token : added)
+      if (token.id == id)
+        return token.content;
+    return vocab.texts[static_cast<std::size_t>(id)];
+  };
+  const auto template_ids = [&](const std::vector<std::string>& names) {
+    std::vector<std::int32_t> ids;
+    for (const std::string& name : names) {
+      const detail::TemplateText::Special& special = template_text.specials.at(name);
+      for (std::size_t k = 0; k < special.ids.size(); ++k) {
+        const std::int64_t id = special.ids[k];
+        const std::string entry = "post_processor special_tokens." + name;
+        if (id >= total)
+          errors.fail(entry, "ids[" + std::to_string(k) + "]",
+                      "an id of the vocabulary, 0.." + std::to_string(total - 1),
+                      std::to_string(id));
+        if (token_text(id) != special.tokens[k])
+          errors.fail(
+              entry, "tokens[" + std::to_string(k) + "]",
+              io::quote_text(token_text(id)) + " (the token of id " + std::to_string(id) + ")",
+              io::quote_text(special.tokens[k]));
+        ids.push_back(static_cast<std::int32_t>(id));
+      }
+    }
+    return ids;
+  };
+  for (const auto& [name, special] : template_text.specials)
+    template_ids({name});  // every table entry checked, used or not
+  pipeline.before = template_ids(template_text.before);
+  pipeline.after = template_ids(template_text.after);
+
+  // The end token: an added token first (a trained vocabulary may have "<|endoftext|>" as an
+  // ordinary token, as the SentencePiece-style test file does, while "</s>" is the added one).
   std::optional<std::int32_t> eos;
-  for (const AddedToken& token : added)
-    if (token.content == "<|endoftext|>")
-      eos = token.id;
-  if (!eos) {
-    if (const auto it = vocab.ids.find("<|endoftext|>"); it != vocab.ids.end())
+  const auto end_names = {"<|endoftext|>", "<|end_of_text|>", "</s>"};
+  for (const char* name : end_names)
+    for (const AddedToken& token : added)
+      if (!eos && token.content == name)
+        eos = token.id;
+  for (const char* name : end_names) {
+    if (const auto it = vocab.ids.find(name); !eos && it != vocab.ids.end())
       eos = it->second;
   }
-  detail::check_embedding_size(errors, model_size + static_cast<std::int64_t>(new_ids.size()),
-                               options);
-  return Tokenizer(BpeModel(std::move(vocab.bytes), merges), std::move(added), normalizer, eos);
+  detail::check_embedding_size(errors, total, options);
+  return Tokenizer(BpeModel(std::move(vocab.bytes), merges, bpe), std::move(added),
+                   std::move(pipeline), eos);
 }
 
 }  // namespace nlb::text

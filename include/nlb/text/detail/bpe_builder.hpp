@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -40,9 +41,11 @@ struct MergeText {
 };
 
 /// The vocabulary of the JSON object `vocab` (token -> id). `where` prefixes entries in
-/// messages ("" for vocab.json, "model.vocab" for tokenizer.json). O(tokens).
+/// messages ("" for vocab.json, "model.vocab" for tokenizer.json). `byte_level`: the tokens are
+/// written in the byte-level alphabet and each of the 256 bytes has one (otherwise a token's
+/// bytes are its text, any non-empty string). O(tokens).
 inline VocabTable read_vocab(const TextFileErrors& errors, const nlohmann::json& vocab,
-                             const std::string& where) {
+                             const std::string& where, bool byte_level = true) {
   const std::string prefix = where.empty() ? "" : where + " ";
   if (!vocab.is_object())
     errors.fail(where, "vocabulary", "an object of token -> id", describe_json(vocab));
@@ -70,7 +73,10 @@ inline VocabTable read_vocab(const TextFileErrors& errors, const nlohmann::json&
                   "it also used by token " + quote_text(table.texts[index]));
     }
     seen[index] = true;
-    const std::optional<std::string> bytes = bytes_of_byte_level(text);
+    const std::optional<std::string> bytes =
+        byte_level ? bytes_of_byte_level(text) : std::optional<std::string>(text);
+    if (!byte_level && text.empty())
+      errors.fail(entry, "token", "a non-empty string", "an empty token");
     if (!bytes || bytes->empty()) {
       errors.fail(entry, "token", "non-empty text in GPT-2's byte-level alphabet",
                   text.empty() ? "an empty token" : "a character outside it");
@@ -79,6 +85,8 @@ inline VocabTable read_vocab(const TextFileErrors& errors, const nlohmann::json&
     table.bytes[index] = *bytes;
     table.ids.emplace(text, static_cast<std::int32_t>(id));
   }
+  if (!byte_level)
+    return table;
   std::vector<bool> byte_seen(256, false);
   for (const std::string& bytes : table.bytes)
     if (bytes.size() == 1)
