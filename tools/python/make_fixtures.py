@@ -258,7 +258,7 @@ def write_llama_reference(name: str = "tiny-llama") -> None:
         tokenizer=f"{model_dir}/tokenizer.json (HF tokenizers, npm binding; tools/node/tokenize_corpus.mjs; "
         "no special tokens)",
         windows=f"first {FIXTURE_WINDOWS} windows of {ctx} tokens (bytes 0..{window_bytes - 1} of the text)",
-        logits=f"logits_f64[b, k] = logits of window b at position logit_positions[k]",
+        logits="logits_f64[b, k] = logits of window b at position logit_positions[k]",
         loss="loss[b, j] = cross-entropy(logits[b, j], tokens[b, j + 1]), every position",
         taps=f"first {TAP_WINDOWS} window(s); tap.<i>.block_input = tap.<i-1>.block_output "
         "(tap.embedding for i = 0), not stored",
