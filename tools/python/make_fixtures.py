@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes the reference fixtures under tests/fixtures/ from the shipped models.
 
-Usage: /usr/bin/python3 tools/python/make_fixtures.py [--only tiny-gpt2|tiny-neox|tiny-sd]
+Usage: /usr/bin/python3 tools/python/make_fixtures.py [--only tiny-gpt2|tiny-neox|tiny-sd|tiny-llama]
 
 For each of models/tiny-gpt2, models/tiny-neox and models/tiny-sd (S–D
 attention, nlb_reference/sd_model.py):
@@ -37,6 +37,25 @@ And for tiny-gpt2 only:
       tests write the same copies from models/tiny-gpt2 and check them against
       this checksum (tests/support/model_copy.hpp).
 
+And models/tiny-llama (Llama 3-style, nlb_reference/llama.py; BF16 weights,
+vocabulary 3 261), whose inputs are token ids: out/data/kjv-eval.llama3.u16 and
+out/data/jargon-eval.llama3.u16, written by tools/node/tokenize_corpus.mjs
+(HF tokenizers reading models/tiny-llama/tokenizer.json; run it first):
+  tests/fixtures/tiny-llama-reference.safetensors
+      tokens [2, 128] I64: the first two eval-protocol windows of the tokens
+          of data/kjv-eval.txt;
+      logit_positions [9] I64 (0, 15, 31, ..., 127) and logits_f64 [2, 9, 3261]
+          F64: the logits at those positions only (every position would be
+          6.7 MB);
+      loss [2, 127] F32 at every predicted position, as above;
+      the taps as above (first window, no block_input), [1, 128, 96] F32.
+  tests/fixtures/tiny-llama-ppl.json: as above on the token files, with the
+      per-byte perplexity and the SHA-256 of each token file.
+  Without the token files a run without --only skips tiny-llama (saying so);
+  --only tiny-llama fails.
+The weights are already BF16 (as the Hub's Llama checkpoints), so the
+reference file is the BF16 logits fixture of this model; no rounded copy.
+
 Everything is computed in float64 from the stored weights (casting F32, F16
 and BF16 to float64 is exact), then stored as F32 unless stated. Every
 safetensors file carries __metadata__ with the fixture version, the torch
@@ -46,6 +65,7 @@ version, the command and the SHA-256 of the weights it was computed from.
 import argparse
 import hashlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -58,13 +78,18 @@ from nlb_reference import hf_layout, protocol, safetensors_io, sd_model  # noqa:
 from nlb_reference.data import read_tokens  # noqa: E402
 from nlb_reference.models import context_length  # noqa: E402
 
+EVAL_TEXT = "data/kjv-eval.txt"
+CROSS_TEXT = "data/jargon-eval.txt"
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
 FIXTURE_VERSION = "1"
 COMMAND = "/usr/bin/python3 tools/python/make_fixtures.py"
-MODELS = ("tiny-gpt2", "tiny-neox", "tiny-sd")
-EVAL_TEXT = "data/kjv-eval.txt"
-CROSS_TEXT = "data/jargon-eval.txt"
+MODELS = ("tiny-gpt2", "tiny-neox", "tiny-sd", "tiny-llama")
+LLAMA_TOKEN_FILES = {  # text -> its token ids, written by tools/node/tokenize_corpus.mjs
+    EVAL_TEXT: "out/data/kjv-eval.llama3.u16",
+    CROSS_TEXT: "out/data/jargon-eval.llama3.u16",
+}
+LLAMA_LOGIT_POSITIONS = (0, 15, 31, 47, 63, 79, 95, 111, 127)
 FIXTURE_WINDOWS = 2
 TAP_WINDOWS = 1  # the reference files keep the taps of the first window only
 
@@ -178,6 +203,111 @@ def write_reference(name: str) -> None:
     print(f"{os.path.relpath(path, REPO)}: {summary}")
 
 
+def read_u16_tokens(rel_path):
+    """Token ids of a little-endian u16 token file under the repository."""
+    path = os.path.join(REPO, rel_path)
+    if not os.path.exists(path):
+        raise SystemExit(f"{rel_path} is missing: run `npm ci && node tokenize_corpus.mjs` in tools/node first")
+    with open(path, "rb") as f:
+        raw = f.read()
+    return torch.frombuffer(bytearray(raw), dtype=torch.int16).to(torch.int64).bitwise_and(0xFFFF).tolist()
+
+
+def llama_byte_lengths(model_dir):
+    """Bytes each token id of the model's ByteLevel tokenizer.json stands for
+    (one character of a vocabulary entry per byte; special tokens 0)."""
+    with open(os.path.join(REPO, model_dir, "tokenizer.json"), encoding="utf-8") as f:
+        tok = json.load(f)
+    size = max([*tok["model"]["vocab"].values(), *(t["id"] for t in tok["added_tokens"])]) + 1
+    lengths = [0] * size
+    for piece, token_id in tok["model"]["vocab"].items():
+        lengths[token_id] = len(piece)
+    return lengths
+
+
+def write_llama_reference(name: str = "tiny-llama") -> None:
+    """The reference and PPL files of a Llama-family model over token files (see the module doc)."""
+    model_dir = f"models/{name}"
+    model, ctx = load_any_model_dir(os.path.join(REPO, model_dir), dtype=torch.float64)
+    token_file = LLAMA_TOKEN_FILES[EVAL_TEXT]
+    eval_tokens = read_u16_tokens(token_file)
+    tokens = protocol.windows(eval_tokens, ctx, FIXTURE_WINDOWS)
+    logits, loss, taps = reference_outputs(model, tokens)
+    positions = torch.tensor(LLAMA_LOGIT_POSITIONS, dtype=torch.int64)
+    tensors = {
+        "tokens": tokens,
+        "logit_positions": positions,
+        "logits_f64": logits[:, positions].contiguous(),
+        "loss": loss.float(),
+    }
+    previous_output = taps["embedding"]
+    for layer in range(len([k for k in taps if k.endswith(".block_output")])):
+        if not torch.equal(taps[f"{layer}.block_input"], previous_output):
+            raise SystemExit(f"{name}: tap {layer}.block_input differs from the previous block's output")
+        previous_output = taps[f"{layer}.block_output"]
+    for tap_name, value in taps.items():
+        if not tap_name.endswith(".block_input"):
+            tensors["tap." + tap_name] = value[:TAP_WINDOWS].float()
+    lengths = llama_byte_lengths(model_dir)
+    window_bytes = sum(lengths[t] for t in tokens.flatten().tolist())
+    meta = stamp(
+        model_dir,
+        text=EVAL_TEXT,
+        tokens_file=token_file,
+        tokens_file_sha256=sha256_of(os.path.join(REPO, token_file)),
+        tokenizer=f"{model_dir}/tokenizer.json (HF tokenizers, npm binding; tools/node/tokenize_corpus.mjs; "
+        "no special tokens)",
+        windows=f"first {FIXTURE_WINDOWS} windows of {ctx} tokens (bytes 0..{window_bytes - 1} of the text)",
+        logits="logits_f64[b, k] = logits of window b at position logit_positions[k]",
+        loss="loss[b, j] = cross-entropy(logits[b, j], tokens[b, j + 1]), every position",
+        taps=f"first {TAP_WINDOWS} window(s); tap.<i>.block_input = tap.<i-1>.block_output "
+        "(tap.embedding for i = 0), not stored",
+        weights="BF16 as stored (exact in float64)",
+    )
+    path = os.path.join(FIXTURES, f"{name}-reference.safetensors")
+    safetensors_io.write(path, tensors, meta)
+    print(f"{os.path.relpath(path, REPO)}: {len(tensors)} tensors, {os.path.getsize(path)} bytes")
+
+    runs = []
+    for text, max_windows in ((EVAL_TEXT, 8), (EVAL_TEXT, None), (CROSS_TEXT, None)):
+        text_tokens = read_u16_tokens(LLAMA_TOKEN_FILES[text])
+        result = protocol.evaluate(model, text_tokens, ctx, max_windows)
+        w = protocol.windows(text_tokens, ctx, max_windows)
+        predicted_bytes = sum(lengths[t] for t in w[:, 1:].flatten().tolist())
+        total = result["mean_loss"] * result["predicted_tokens"]
+        runs.append({
+            "text": text,
+            "tokens_file": LLAMA_TOKEN_FILES[text],
+            "tokens_file_sha256": sha256_of(os.path.join(REPO, LLAMA_TOKEN_FILES[text])),
+            "text_tokens": len(text_tokens),
+            "max_windows": max_windows,
+            **result,
+            "predicted_bytes": predicted_bytes,
+            "mean_loss_per_byte": total / predicted_bytes,
+            "ppl_per_byte": math.exp(total / predicted_bytes),
+        })
+    ppl = {
+        "model": model_dir,
+        "model_sha256": meta["model_sha256"],
+        "protocol": "the text tokenized by the model's tokenizer.json (no special tokens); consecutive "
+        "non-overlapping windows of `context` tokens, a shorter last window dropped; every position but the "
+        "first of each window predicted; ppl = exp(mean cross-entropy); ppl_per_byte = exp(total "
+        "cross-entropy / bytes of the predicted tokens)",
+        "compute_dtype": "float64",
+        "nlbudget_fixture_version": FIXTURE_VERSION,
+        "torch_version": torch.__version__,
+        "command": COMMAND,
+        "runs": runs,
+    }
+    path = os.path.join(FIXTURES, f"{name}-ppl.json")
+    with open(path, "w") as f:
+        f.write(json.dumps(ppl, indent=2) + "\n")
+    summary = ", ".join(
+        f"{r['text']}[{r['max_windows']}] ppl {r['ppl']:.6f} (per byte {r['ppl_per_byte']:.6f})" for r in runs
+    )
+    print(f"{os.path.relpath(path, REPO)}: {summary}")
+
+
 def write_sd_variant() -> None:
     source = os.path.join(REPO, "models", "tiny-sd")
     base, config = sd_model.load_model_dir(source, dtype=torch.float32)
@@ -272,8 +402,15 @@ def main():
     ap.add_argument("--only", choices=MODELS, help="write only this model's fixtures")
     args = ap.parse_args()
     for name in MODELS:
-        if args.only in (None, name):
+        if args.only not in (None, name):
+            continue
+        if name != "tiny-llama":
             write_reference(name)
+        elif args.only or all(os.path.exists(os.path.join(REPO, f)) for f in LLAMA_TOKEN_FILES.values()):
+            write_llama_reference(name)
+        else:  # a plain run (rebuild_all.py) on a machine without node keeps the committed files
+            print("tiny-llama: skipped, out/data/*.llama3.u16 absent (tools/node/tokenize_corpus.mjs); "
+                  "the committed tiny-llama fixtures are kept")
     if args.only in (None, "tiny-sd"):
         write_sd_variant()
     if args.only in (None, "tiny-gpt2"):

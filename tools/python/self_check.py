@@ -23,6 +23,13 @@ Usage: /usr/bin/python3 tools/python/self_check.py [--skip-determinism]
      without torch have the recorded checksum (weights_fnv1a64); the logits
      recomputed from them.
   6. Training determinism: two 3-step runs of train.py give identical files.
+  7. models/tiny-llama (Llama 3-style, BF16): its tensor list and config.json,
+     its tokenizer.json = models/llama3-style-tokenizer's, the module against
+     the numpy formulation on the first 48 tokens of the fixture, and the
+     fixture (tiny-llama-reference.safetensors: logits at the recorded
+     positions, loss, taps) and tiny-llama-ppl.json recomputed; the PPL runs
+     and the fixture's tokens need out/data/*.llama3.u16
+     (tools/node/tokenize_corpus.mjs) and are skipped, saying so, without them.
 
 Prints every maximum error and exits non-zero if any bound is exceeded.
 """
@@ -359,11 +366,108 @@ def check_determinism():
     require("train.py: two 3-step runs write identical model.safetensors", digests[0] == digests[1])
 
 
+def check_tiny_llama(name="tiny-llama"):
+    model_dir = os.path.join(REPO, "models", name)
+    cfg, tensors, meta = load_raw(model_dir)
+    expected = independent.expected_names(cfg)
+    found = {k: list(t.shape) for k, t in tensors.items()}
+    mismatch = sorted(k for k in set(expected) | set(found) if expected.get(k) != found.get(k))
+    require(f"{name}: {len(found)} tensors named and shaped as HF writes LlamaForCausalLM's "
+            f"(differences: {mismatch or 'none'})", not mismatch)
+    require(f"{name}: every tensor BF16, torch_dtype bfloat16, metadata {meta}",
+            all(t.dtype == torch.bfloat16 for t in tensors.values()) and meta == {"format": "pt"}
+            and cfg["torch_dtype"] == "bfloat16")
+    require(f"{name}: config.json has the keys of a Llama 3.2 config, llama3 rope_scaling, untied, GQA 4/2",
+            cfg["model_type"] == "llama" and cfg["rope_scaling"]["rope_type"] == "llama3"
+            and not cfg["tie_word_embeddings"] and cfg["num_key_value_heads"] == 2
+            and cfg["num_attention_heads"] == 4
+            and all(k in cfg for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "head_dim",
+                                       "max_position_embeddings", "rms_norm_eps", "rope_theta", "vocab_size",
+                                       "bos_token_id", "eos_token_id", "attention_bias", "mlp_bias")))
+    require(f"{name}: tokenizer.json is models/llama3-style-tokenizer/tokenizer.json",
+            sha256_of(os.path.join(model_dir, "tokenizer.json"))
+            == sha256_of(os.path.join(REPO, "models", "llama3-style-tokenizer", "tokenizer.json")))
+    fixture, fmeta = safetensors_io.read(os.path.join(FIX, f"{name}-reference.safetensors"))
+    require(f"{name}: fixture's model_sha256 stamp matches model.safetensors",
+            fmeta["model_sha256"] == sha256_of(os.path.join(model_dir, "model.safetensors")))
+    model, config = hf_layout.load_model_dir(model_dir, dtype=torch.float64)
+    ctx = context_length(config)
+    tokens = fixture["tokens"]
+
+    # The module against the numpy loops, on the first 48 tokens of the fixture's first window.
+    short = tokens[0, :48]
+    taps = {}
+    with torch.no_grad():
+        logits = model(short[None], taps)[0]
+    ref_logits, ref_taps = independent.llama_forward({k: t.double().numpy() for k, t in tensors.items()}, cfg,
+                                                     short.numpy())
+    report(f"{name}: logits, torch module vs independent numpy loops (T=48, float64)",
+           rel_max(logits, ref_logits), F64_AGREEMENT)
+    require(f"{name}: same tap names", set(taps) == set(ref_taps))
+    report(f"{name}: worst of {len(ref_taps)} taps, module vs independent",
+           max(rel_max(taps[k][0], ref_taps[k]) for k in ref_taps), F64_AGREEMENT)
+
+    token_file = os.path.join(REPO, make_fixtures.LLAMA_TOKEN_FILES[make_fixtures.EVAL_TEXT])
+    have_tokens = all(os.path.exists(os.path.join(REPO, f)) for f in make_fixtures.LLAMA_TOKEN_FILES.values())
+    if have_tokens:
+        first_windows = protocol.windows(make_fixtures.read_u16_tokens(os.path.relpath(token_file, REPO)), ctx, 2)
+        require(f"{name}: fixture tokens are the first 2 windows of {os.path.relpath(token_file, REPO)}",
+                torch.equal(tokens, first_windows))
+    else:
+        print(f"  skip {name}: out/data/*.llama3.u16 absent (tools/node/tokenize_corpus.mjs): token and PPL checks")
+    taps = {}
+    with torch.no_grad():
+        logits = model(tokens, taps)
+    positions = fixture["logit_positions"]
+    report(f"{name}: recomputed logits vs logits_f64 at positions {positions.tolist()}",
+           rel_max(logits[:, positions], fixture["logits_f64"]), F64_REPRODUCE)
+    loss = protocol.per_position_loss(logits, tokens)
+    report(f"{name}: stored F32 loss vs recomputed float64, per element", storage_error(fixture["loss"], loss),
+           F32_STORAGE)
+    kept = {k: v for k, v in taps.items() if not k.endswith(".block_input")}
+    stored_taps = {k for k in fixture if k.startswith("tap.")}
+    require(f"{name}: fixture holds exactly the {len(kept)} stored taps", stored_taps == {"tap." + k for k in kept})
+    report(f"{name}: worst stored F32 tap vs recomputed float64 (first window), per element",
+           max(storage_error(fixture["tap." + k], v[:fixture["tap." + k].shape[0]]) for k, v in kept.items()),
+           F32_STORAGE)
+    model32, _ = hf_layout.load_model_dir(model_dir, dtype=torch.float32)
+    with torch.no_grad():
+        logits32 = model32(tokens)
+    print(f"  info {name}: float32 torch forward vs float64: max abs "
+          f"{float((logits32.double() - logits).abs().max()):.3e}, relative to max |logit| "
+          f"{rel_max(logits32, logits):.3e}")
+    if not have_tokens:
+        return
+    with open(os.path.join(FIX, f"{name}-ppl.json")) as f:
+        ppl = json.load(f)
+    worst = 0.0
+    for run in ppl["runs"]:
+        require(f"{name}: {run['tokens_file']} has the recorded SHA-256",
+                sha256_of(os.path.join(REPO, run["tokens_file"])) == run["tokens_file_sha256"])
+        again = protocol.evaluate(model, make_fixtures.read_u16_tokens(run["tokens_file"]), run["context"],
+                                  run["max_windows"])
+        require(f"{name}: {run['text']}[{run['max_windows']}] window and token counts",
+                all(again[k] == run[k] for k in ("windows", "predicted_tokens", "context")))
+        worst = max(worst, abs(again["ppl"] - run["ppl"]) / run["ppl"])
+    report(f"{name}: {len(ppl['runs'])} PPL runs recomputed, relative", worst, F64_REPRODUCE)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--skip-determinism", action="store_true")
+    ap.add_argument("--only-llama", action="store_true", help="run only the checks of the Llama family (3c, 7)")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.only_llama:
+        print("3c. Llama family (random weights)")
+        check_llama_family(read_tokens(os.path.join(REPO, "data", "kjv-eval.txt"))[1000:1012])
+        print("7. tiny-llama")
+        check_tiny_llama()
+        if failures:
+            print(f"FAILED: {len(failures)} check(s): {failures}")
+            sys.exit(1)
+        print("all checks passed")
+        return
     check_codec()
     text = read_tokens(os.path.join(REPO, "data", "kjv-eval.txt"))
     short = text[1000:1020]  # 20 tokens
@@ -381,6 +485,8 @@ def main():
     if not args.skip_determinism:
         print("6. determinism")
         check_determinism()
+    print("7. tiny-llama")
+    check_tiny_llama()
     if failures:
         print(f"FAILED: {len(failures)} check(s): {failures}")
         sys.exit(1)

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-"""Trains a tiny byte-level GPT-2 or GPT-NeoX model on the KJV training split
-and writes it as a Hugging Face model directory.
+"""Trains a tiny byte-level GPT-2 or GPT-NeoX model (or one of the BPE models
+below) on the KJV training split and writes it as a Hugging Face model
+directory.
 
 Usage:
   /usr/bin/python3 tools/python/train.py --arch gpt2 --out models/tiny-gpt2
   /usr/bin/python3 tools/python/train.py --arch neox --out models/tiny-neox
   /usr/bin/python3 tools/python/train.py --arch gpt2-bpe --out models/tiny-gpt2-bpe
+  /usr/bin/python3 tools/python/train.py --arch llama --out models/tiny-llama
   /usr/bin/python3 tools/python/train.py --arch sd --out models/tiny-sd \
       [--sd-ranks 16,16,16,16] [--sd-filter diagonal|scalar] [--sd-attn-layer-norm]
 
@@ -14,6 +16,16 @@ training and evaluation texts are token files (little-endian u16, as
 `nlb tokenize --out` writes them; defaults out/data/*.gpt2.u16, see
 models/README.md), the byte counts for the per-byte perplexity come from
 --vocab, and the token embedding is stored as BF16.
+
+--arch llama is a Llama 3-style model (model_type "llama", LlamaForCausalLM's
+tensors; nlb_reference/llama.py): RMSNorm, SwiGLU MLP, grouped-query attention
+(4 query heads, 2 key/value heads), rotary embeddings with "llama3"
+rope_scaling, untied head, over the vocabulary of
+models/llama3-style-tokenizer/tokenizer.json (3 256 BPE tokens + 5 special
+tokens). Its texts are token files too (defaults out/data/*.llama3.u16,
+written by tools/node/tokenize_corpus.mjs), the byte counts come from the
+tokenizer.json, every tensor is stored as BF16 (torch_dtype "bfloat16", as the
+Llama 3.2 checkpoints ship), and the tokenizer.json is copied into --out.
 
 --arch sd is the GPT-2 layout with S–D attention (nlb_reference/sd_model.py):
 per-layer routing ranks, a diagonal or scalar filter, and by default no
@@ -33,6 +45,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 import time
 
@@ -43,9 +56,56 @@ import torch.nn.functional as F  # noqa: E402
 
 from nlb_reference import hf_layout, protocol, sd_model  # noqa: E402
 from nlb_reference.data import read_tokens  # noqa: E402
+from nlb_reference.llama import LlamaConfig  # noqa: E402
 from nlb_reference.models import Gpt2Config, NeoXConfig, build_model, context_length  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LLAMA_TOKENIZER = os.path.join(REPO, "models", "llama3-style-tokenizer", "tokenizer.json")
+
+
+def tokenizer_json_special_ids(path):
+    """{content: id} of the added tokens of a tokenizer.json."""
+    with open(path, encoding="utf-8") as f:
+        return {t["content"]: t["id"] for t in json.load(f)["added_tokens"]}
+
+
+def llama_config(args):
+    """The tiny Llama 3-style model: 4 layers, d 96, 4 query heads of 24
+    dimensions sharing 2 key/value heads, SwiGLU 256 (Llama's rule: 8/3 d
+    rounded up to a multiple of 256), context 128 tokens. rope_scaling as
+    Llama 3.1/3.2 (factor 8, low/high_freq_factor 1/4) with
+    original_max_position_embeddings 48, so that at this context the rotary
+    pairs fall in all three bands: with rope_theta 10000 and head_dim 24 the
+    wavelengths 2 pi 10000^(2j/24) are 6.3 (j = 0: kept, < 48/4), 13.5 and
+    29.2 (j = 1, 2: mixed, between 12 and 48) and 63 ... 29 000 (j = 3..11:
+    divided by 8). The vocabulary is the tokenizer's: its 3 256 entries and 5
+    special tokens, <|begin_of_text|> (bos) and <|end_of_text|> (eos) among
+    them."""
+    special = tokenizer_json_special_ids(args.vocab)
+    return LlamaConfig(
+        model_type="llama",
+        vocab_size=max(special.values()) + 1,
+        max_position_embeddings=128,
+        hidden_size=96,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=24,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        rope_scaling={
+            "factor": 8.0,
+            "high_freq_factor": 4.0,
+            "low_freq_factor": 1.0,
+            "original_max_position_embeddings": 48,
+            "rope_type": "llama3",
+        },
+        tie_word_embeddings=False,
+        bos_token_id=special["<|begin_of_text|>"],
+        eos_token_id=special["<|end_of_text|>"],
+    )
+
 
 ARCHS = {
     # 4 layers, d 128, 4 heads, context 128, byte vocabulary.
@@ -65,6 +125,8 @@ ARCHS = {
     "gpt2-bpe": lambda args: Gpt2Config(
         vocab_size=50257, n_positions=128, n_embd=64, n_layer=4, n_head=4, eos_token_id=50256
     ),
+    # Llama 3-style (llama_config above).
+    "llama": llama_config,
     # GPT-2's layout with S–D attention; ranks, filter and ln_1 from the command line.
     "sd": lambda args: sd_model.SDConfig(
         vocab_size=256,
@@ -101,10 +163,17 @@ def token_byte_lengths(vocab_path):
     """Bytes each token id stands for. GPT-2's vocab.json spells every byte as
     one character (its byte-to-unicode bijection), so a token's byte count is
     the length of its key; special tokens (<|endoftext|>) do not occur in the
-    texts measured."""
+    texts measured. A ByteLevel tokenizer.json (the llama3-style one) is read
+    the same way from its model.vocab; its added tokens get 0 (they do not
+    occur in the texts either: tokenize_corpus.mjs encodes without them)."""
     with open(vocab_path, encoding="utf-8") as f:
         vocab = json.load(f)
-    lengths = [0] * len(vocab)
+    if vocab_path.endswith("tokenizer.json"):
+        size = max([*vocab["model"]["vocab"].values(), *(t["id"] for t in vocab["added_tokens"])]) + 1
+        vocab = vocab["model"]["vocab"]
+    else:
+        size = len(vocab)
+    lengths = [0] * size
     for key, token_id in vocab.items():
         lengths[token_id] = len(key)
     return lengths
@@ -124,6 +193,25 @@ def with_per_byte(result, tokens, context, byte_lengths):
     }
 
 
+def rope_bands(config) -> list:
+    """Per rotary pair j of a Llama config with llama3 rope_scaling: the
+    unscaled wavelength 2 pi / inv_freq, the band it falls in ("kept", "mixed"
+    or "scaled") and the frequency used (nlb_reference/llama.py rope_inv_freq)."""
+    from nlb_reference.llama import rope_inv_freq
+
+    s = config.rope_scaling
+    base = LlamaConfig(**{**config.__dict__, "rope_scaling": None})
+    plain, scaled = rope_inv_freq(base).tolist(), rope_inv_freq(config).tolist()
+    short = s["original_max_position_embeddings"] / s["high_freq_factor"]
+    long = s["original_max_position_embeddings"] / s["low_freq_factor"]
+    bands = []
+    for j, (f, g) in enumerate(zip(plain, scaled)):
+        w = 2 * math.pi / f
+        band = "kept" if w < short else "scaled" if w > long else "mixed"
+        bands.append({"pair": j, "wavelength": round(w, 4), "band": band, "inv_freq": g, "unscaled_inv_freq": f})
+    return bands
+
+
 def lr_at(step: int, args) -> float:
     """Linear warm-up, then cosine decay to 10% of the peak."""
     if step < args.warmup:
@@ -136,13 +224,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", choices=sorted(ARCHS), required=True)
     ap.add_argument("--out", required=True, help="model directory to write")
-    ap.add_argument("--train", help="training split (default out/data/kjv-train.txt, or .gpt2.u16)")
+    ap.add_argument("--train", help="training split (default out/data/kjv-train.txt, or .gpt2.u16 / .llama3.u16)")
     ap.add_argument("--eval-text", help="evaluation text (default data/kjv-eval.txt, or out/data/....gpt2.u16)")
     ap.add_argument("--cross-text", help="cross-corpus text (default data/jargon-eval.txt, or ....gpt2.u16)")
     ap.add_argument(
         "--vocab",
-        default=os.path.join(REPO, "models", "gpt2-tokenizer", "vocab.json"),
-        help="--arch gpt2-bpe: vocab.json for the per-byte perplexity",
+        help="--arch gpt2-bpe: vocab.json for the per-byte perplexity (default models/gpt2-tokenizer/vocab.json); "
+        "--arch llama: the tokenizer.json (default models/llama3-style-tokenizer/tokenizer.json)",
     )
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=16)
@@ -160,11 +248,15 @@ def main():
     )
     ap.add_argument("--no-metrics", action="store_true", help="write only the model (used by self_check.py)")
     args = ap.parse_args()
-    token_files = args.arch == "gpt2-bpe"
+    token_files = args.arch in ("gpt2-bpe", "llama")
+    is_llama = args.arch == "llama"
+    if args.vocab is None:
+        args.vocab = LLAMA_TOKENIZER if is_llama else os.path.join(REPO, "models", "gpt2-tokenizer", "vocab.json")
+    suffix = ".llama3.u16" if is_llama else ".gpt2.u16" if token_files else ".txt"
     for attr, name in (("train", "kjv-train"), ("eval_text", "kjv-eval"), ("cross_text", "jargon-eval")):
         if getattr(args, attr) is None:
             folder = "data" if attr != "train" and not token_files else os.path.join("out", "data")
-            setattr(args, attr, os.path.join(REPO, folder, name + (".gpt2.u16" if token_files else ".txt")))
+            setattr(args, attr, os.path.join(REPO, folder, name + suffix))
     load_tokens = read_token_file if token_files else read_tokens
 
     torch.set_num_threads(args.threads)
@@ -178,6 +270,8 @@ def main():
     model.init_weights(init_gen)
 
     train_tokens = torch.tensor(load_tokens(args.train), dtype=torch.int64)
+    if token_files and int(train_tokens.max()) >= config.vocab_size:
+        raise SystemExit(f"{args.train}: token id {int(train_tokens.max())} >= vocab_size {config.vocab_size}")
     eval_tokens = load_tokens(args.eval_text)
     val_windows = protocol.windows(eval_tokens, ctx, args.val_windows)
 
@@ -252,8 +346,13 @@ def main():
         # The BPE model's token embedding (50 257 x 64, 94% of its parameters)
         # is stored as BF16 to keep the shipped file small; the metrics below
         # are computed from the stored, rounded weights.
-        embedding_dtypes = {"transformer.wte.weight": torch.bfloat16} if token_files else None
-        hf_layout.save_model_dir(model, args.out, dtypes=embedding_dtypes)
+        embedding_dtypes = {"transformer.wte.weight": torch.bfloat16} if args.arch == "gpt2-bpe" else None
+        # The Llama-style model is stored entirely as BF16, as the Hub's Llama 3.2
+        # checkpoints are (torch_dtype "bfloat16"); round to nearest even, once.
+        hf_layout.save_model_dir(model, args.out, dtype=torch.bfloat16 if is_llama else torch.float32,
+                                 dtypes=embedding_dtypes)
+        if is_llama:
+            shutil.copyfile(args.vocab, os.path.join(args.out, "tokenizer.json"))
     if args.no_metrics:
         return
     # Metrics from the written file, in float64, so that they describe the
@@ -274,6 +373,13 @@ def main():
         + "; float64",
         "kjv_eval": measure(args.eval_text),
         "jargon_eval": measure(args.cross_text),
+        **(
+            {"llama": {"stored_dtype": "bfloat16 (every tensor; trained in float32, rounded once to nearest even)",
+                       "tokenizer": os.path.relpath(args.vocab, REPO),
+                       "rope_bands": rope_bands(config)}}
+            if is_llama
+            else {}
+        ),
         **(
             {"sd": {"ranks": config.ranks, "filter": config.filter_kind, "attn_layer_norm": config.attn_layer_norm,
                     "theta_init": config.theta_init}}

@@ -232,6 +232,27 @@ def expected_names(cfg):
             })
         names.update({"transformer.ln_f.weight": [d], "transformer.ln_f.bias": [d]})
         return names
+    if cfg["model_type"] in ("llama", "qwen2", "mistral"):
+        d, v, inner, heads = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"], cfg["num_attention_heads"]
+        kv = cfg.get("num_key_value_heads") or heads
+        hd = cfg.get("head_dim") or d // heads
+        bias = cfg["model_type"] == "qwen2" or cfg.get("attention_bias", False)
+        names = {"model.embed_tokens.weight": [v, d], "model.norm.weight": [d]}
+        if not cfg.get("tie_word_embeddings", True):
+            names["lm_head.weight"] = [v, d]
+        for i in range(cfg["num_hidden_layers"]):
+            b = f"model.layers.{i}."
+            names.update({
+                b + "input_layernorm.weight": [d], b + "post_attention_layernorm.weight": [d],
+                b + "self_attn.q_proj.weight": [heads * hd, d], b + "self_attn.k_proj.weight": [kv * hd, d],
+                b + "self_attn.v_proj.weight": [kv * hd, d], b + "self_attn.o_proj.weight": [d, heads * hd],
+                b + "mlp.gate_proj.weight": [inner, d], b + "mlp.up_proj.weight": [inner, d],
+                b + "mlp.down_proj.weight": [d, inner],
+            })
+            if bias:
+                names.update({b + "self_attn.q_proj.bias": [heads * hd], b + "self_attn.k_proj.bias": [kv * hd],
+                              b + "self_attn.v_proj.bias": [kv * hd]})
+        return names
     d, v, inner = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
     names = {"gpt_neox.embed_in.weight": [v, d], "embed_out.weight": [v, d]}
     for i in range(cfg["num_hidden_layers"]):

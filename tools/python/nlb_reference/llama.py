@@ -60,6 +60,8 @@ class LlamaConfig:
     tie_word_embeddings: bool = False
     sliding_window: Optional[int] = None
     initializer_range: float = 0.02
+    bos_token_id: Optional[int] = None  # written to and read from config.json; not used by the forward
+    eos_token_id: Optional[int] = None
 
     def __post_init__(self):
         if self.model_type not in MODEL_TYPES:
@@ -115,7 +117,7 @@ class LlamaConfig:
                     "num_attention_heads",
                 ),
                 optional=("head_dim", "rms_norm_eps", "rope_theta", "rope_scaling", "tie_word_embeddings",
-                          "initializer_range"),
+                          "initializer_range", "bos_token_id", "eos_token_id"),
             ),
             # HF's rule: absent means one key/value head per query head (plain multi-head attention)
             num_key_value_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
@@ -129,6 +131,8 @@ class LlamaConfig:
         cfg = {
             "architectures": [architectures[self.model_type]],
             "attention_dropout": 0.0,
+            "bos_token_id": self.bos_token_id,
+            "eos_token_id": self.eos_token_id,
             "head_dim": self.head_dim,
             "hidden_act": "silu",
             "hidden_size": self.hidden_size,

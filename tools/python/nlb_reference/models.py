@@ -572,20 +572,28 @@ class NeoXForCausalLM(nn.Module):
 
 
 def config_from_hf(cfg: dict):
-    """Gpt2Config or NeoXConfig from a parsed config.json."""
+    """Gpt2Config, NeoXConfig or LlamaConfig (llama.py) from a parsed config.json."""
+    from . import llama  # llama.py imports this module
+
     kind = cfg.get("model_type")
     if kind == "gpt2":
         return Gpt2Config.from_hf(cfg)
     if kind == "gpt_neox":
         return NeoXConfig.from_hf(cfg)
-    raise ValueError(f"unknown model_type {kind!r} (expected 'gpt2' or 'gpt_neox')")
+    if kind in llama.MODEL_TYPES:
+        return llama.LlamaConfig.from_hf(cfg)
+    raise ValueError(f"unknown model_type {kind!r} (expected 'gpt2', 'gpt_neox' or one of {llama.MODEL_TYPES})")
 
 
 def build_model(config):
+    from . import llama
+
     if isinstance(config, Gpt2Config):
         return Gpt2LMHeadModel(config)
     if isinstance(config, NeoXConfig):
         return NeoXForCausalLM(config)
+    if isinstance(config, llama.LlamaConfig):
+        return llama.LlamaForCausalLM(config)
     raise TypeError(f"unknown config type {type(config).__name__}")
 
 
