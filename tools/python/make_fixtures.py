@@ -151,6 +151,27 @@ def load_any_model_dir(directory, dtype):
     return model, context_length(config)
 
 
+def write_ppl_json(name, ppl, summary):
+    """Writes tests/fixtures/<name>-ppl.json and prints `summary` after its path."""
+    path = os.path.join(FIXTURES, f"{name}-ppl.json")
+    with open(path, "w") as f:
+        f.write(json.dumps(ppl, indent=2) + "\n")
+    print(f"{os.path.relpath(path, REPO)}: {summary}")
+
+
+def add_stored_taps(name, taps, tensors):
+    """Adds the taps a fixture stores to `tensors`: every tap but block_input (each equals the
+    previous block's output, checked here), first TAP_WINDOWS windows, as float32."""
+    previous_output = taps["embedding"]
+    for layer in range(len([k for k in taps if k.endswith(".block_output")])):
+        if not torch.equal(taps[f"{layer}.block_input"], previous_output):
+            raise SystemExit(f"{name}: tap {layer}.block_input differs from the previous block's output")
+        previous_output = taps[f"{layer}.block_output"]
+    for tap_name, value in taps.items():
+        if not tap_name.endswith(".block_input"):
+            tensors["tap." + tap_name] = value[:TAP_WINDOWS].float()
+
+
 def write_reference(name: str) -> None:
     model_dir = f"models/{name}"
     model, ctx = load_any_model_dir(os.path.join(REPO, model_dir), dtype=torch.float64)
@@ -161,14 +182,7 @@ def write_reference(name: str) -> None:
         "logits_f64": logits,
         "loss": loss.float(),
     }
-    previous_output = taps["embedding"]
-    for layer in range(len([k for k in taps if k.endswith(".block_output")])):
-        if not torch.equal(taps[f"{layer}.block_input"], previous_output):
-            raise SystemExit(f"{name}: tap {layer}.block_input differs from the previous block's output")
-        previous_output = taps[f"{layer}.block_output"]
-    for tap_name, value in taps.items():
-        if not tap_name.endswith(".block_input"):
-            tensors["tap." + tap_name] = value[:TAP_WINDOWS].float()
+    add_stored_taps(name, taps, tensors)
     meta = stamp(
         model_dir,
         text=EVAL_TEXT,
@@ -196,11 +210,7 @@ def write_reference(name: str) -> None:
         "command": COMMAND,
         "runs": runs,
     }
-    path = os.path.join(FIXTURES, f"{name}-ppl.json")
-    with open(path, "w") as f:
-        f.write(json.dumps(ppl, indent=2) + "\n")
-    summary = ", ".join(f"{r['text']}[{r['max_windows']}] ppl {r['ppl']:.6f}" for r in runs)
-    print(f"{os.path.relpath(path, REPO)}: {summary}")
+    write_ppl_json(name, ppl, ", ".join(f"{r['text']}[{r['max_windows']}] ppl {r['ppl']:.6f}" for r in runs))
 
 
 def read_u16_tokens(rel_path):
@@ -240,14 +250,7 @@ def write_llama_reference(name: str = "tiny-llama") -> None:
         "logits_f64": logits[:, positions].contiguous(),
         "loss": loss.float(),
     }
-    previous_output = taps["embedding"]
-    for layer in range(len([k for k in taps if k.endswith(".block_output")])):
-        if not torch.equal(taps[f"{layer}.block_input"], previous_output):
-            raise SystemExit(f"{name}: tap {layer}.block_input differs from the previous block's output")
-        previous_output = taps[f"{layer}.block_output"]
-    for tap_name, value in taps.items():
-        if not tap_name.endswith(".block_input"):
-            tensors["tap." + tap_name] = value[:TAP_WINDOWS].float()
+    add_stored_taps(name, taps, tensors)
     lengths = llama_byte_lengths(model_dir)
     window_bytes = sum(lengths[t] for t in tokens.flatten().tolist())
     meta = stamp(
@@ -299,13 +302,13 @@ def write_llama_reference(name: str = "tiny-llama") -> None:
         "command": COMMAND,
         "runs": runs,
     }
-    path = os.path.join(FIXTURES, f"{name}-ppl.json")
-    with open(path, "w") as f:
-        f.write(json.dumps(ppl, indent=2) + "\n")
-    summary = ", ".join(
-        f"{r['text']}[{r['max_windows']}] ppl {r['ppl']:.6f} (per byte {r['ppl_per_byte']:.6f})" for r in runs
+    write_ppl_json(
+        name,
+        ppl,
+        ", ".join(
+            f"{r['text']}[{r['max_windows']}] ppl {r['ppl']:.6f} (per byte {r['ppl_per_byte']:.6f})" for r in runs
+        ),
     )
-    print(f"{os.path.relpath(path, REPO)}: {summary}")
 
 
 def write_sd_variant() -> None:

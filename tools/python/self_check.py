@@ -274,13 +274,41 @@ def check_llama_family(tokens):
         require("sliding_window 8 over 9 positions refused", "sliding_window 8" in str(e))
 
 
-def check_fixture(name):
+def check_loss_taps_and_float32(name, model_dir, fixture, tokens, logits, taps):
+    """The stored per-position losses and taps of a model's fixture against the float64 forward
+    (`logits`, `taps` of `tokens`), then, for information, how close a float32 forward of the
+    same weights gets. The file stores no block_input taps (each equals the previous block's
+    output) and the taps of the first window only (make_fixtures.py)."""
+    loss = protocol.per_position_loss(logits, tokens)
+    report(f"{name}: stored F32 loss vs recomputed float64, per element", storage_error(fixture["loss"], loss),
+           F32_STORAGE)
+    kept = {k: v for k, v in taps.items() if not k.endswith(".block_input")}
+    stored_taps = {k for k in fixture if k.startswith("tap.")}
+    require(f"{name}: fixture holds exactly the {len(kept)} stored taps", stored_taps == {"tap." + k for k in kept})
+    report(f"{name}: worst stored F32 tap vs recomputed float64 (first window), per element",
+           max(storage_error(fixture["tap." + k], v[:fixture["tap." + k].shape[0]]) for k, v in kept.items()),
+           F32_STORAGE)
+    model32, _ = hf_layout.load_model_dir(model_dir, dtype=torch.float32)
+    with torch.no_grad():
+        logits32 = model32(tokens)
+    print(f"  info {name}: float32 torch forward vs float64: max abs "
+          f"{float((logits32.double() - logits).abs().max()):.3e}, relative to max |logit| "
+          f"{rel_max(logits32, logits):.3e}")
+
+
+def fixture_and_model(name):
+    """models/<name> in float64 and its tests/fixtures/<name>-reference.safetensors, after checking
+    the fixture's stamp of the model file: (model_dir, fixture, model, config, context length)."""
     model_dir = os.path.join(REPO, "models", name)
     fixture, meta = safetensors_io.read(os.path.join(FIX, f"{name}-reference.safetensors"))
     require(f"{name}: fixture's model_sha256 stamp matches model.safetensors",
             meta["model_sha256"] == sha256_of(os.path.join(model_dir, "model.safetensors")))
     model, config = hf_layout.load_model_dir(model_dir, dtype=torch.float64)
-    ctx = context_length(config)
+    return model_dir, fixture, model, config, context_length(config)
+
+
+def check_fixture(name):
+    model_dir, fixture, model, config, ctx = fixture_and_model(name)
     tokens = fixture["tokens"]
     first_windows = protocol.windows(read_tokens(os.path.join(REPO, "data", "kjv-eval.txt")), ctx, 2)
     require(f"{name}: fixture tokens are the first 2 windows of data/kjv-eval.txt",
@@ -288,25 +316,8 @@ def check_fixture(name):
     taps = {}
     with torch.no_grad():
         logits = model(tokens, taps)
-    loss = protocol.per_position_loss(logits, tokens)
     report(f"{name}: recomputed logits vs logits_f64", rel_max(logits, fixture["logits_f64"]), F64_REPRODUCE)
-    report(f"{name}: stored F32 loss vs recomputed float64, per element",
-           storage_error(fixture["loss"], loss), F32_STORAGE)
-    # The file stores no block_input taps (each equals the previous block's output) and the taps
-    # of the first window only (make_fixtures.py).
-    kept = {k: v for k, v in taps.items() if not k.endswith(".block_input")}
-    stored_taps = {k for k in fixture if k.startswith("tap.")}
-    require(f"{name}: fixture holds exactly the {len(kept)} stored taps", stored_taps == {"tap." + k for k in kept})
-    report(f"{name}: worst stored F32 tap vs recomputed float64 (first window), per element",
-           max(storage_error(fixture["tap." + k], v[:fixture["tap." + k].shape[0]]) for k, v in kept.items()),
-           F32_STORAGE)
-    # For information: how close a float32 forward of the same weights gets.
-    model32, _ = hf_layout.load_model_dir(model_dir, dtype=torch.float32)
-    with torch.no_grad():
-        logits32 = model32(tokens)
-    print(f"  info {name}: float32 torch forward vs logits_f64: max abs "
-          f"{float((logits32.double() - logits).abs().max()):.3e}, relative to max |logit| "
-          f"{rel_max(logits32, logits):.3e}")
+    check_loss_taps_and_float32(name, model_dir, fixture, tokens, logits, taps)
 
     with open(os.path.join(FIX, f"{name}-ppl.json")) as f:
         ppl = json.load(f)
@@ -387,11 +398,7 @@ def check_tiny_llama(name="tiny-llama"):
     require(f"{name}: tokenizer.json is models/llama3-style-tokenizer/tokenizer.json",
             sha256_of(os.path.join(model_dir, "tokenizer.json"))
             == sha256_of(os.path.join(REPO, "models", "llama3-style-tokenizer", "tokenizer.json")))
-    fixture, fmeta = safetensors_io.read(os.path.join(FIX, f"{name}-reference.safetensors"))
-    require(f"{name}: fixture's model_sha256 stamp matches model.safetensors",
-            fmeta["model_sha256"] == sha256_of(os.path.join(model_dir, "model.safetensors")))
-    model, config = hf_layout.load_model_dir(model_dir, dtype=torch.float64)
-    ctx = context_length(config)
+    _, fixture, model, config, ctx = fixture_and_model(name)
     tokens = fixture["tokens"]
 
     # The module against the numpy loops, on the first 48 tokens of the fixture's first window.
@@ -421,21 +428,7 @@ def check_tiny_llama(name="tiny-llama"):
     positions = fixture["logit_positions"]
     report(f"{name}: recomputed logits vs logits_f64 at positions {positions.tolist()}",
            rel_max(logits[:, positions], fixture["logits_f64"]), F64_REPRODUCE)
-    loss = protocol.per_position_loss(logits, tokens)
-    report(f"{name}: stored F32 loss vs recomputed float64, per element", storage_error(fixture["loss"], loss),
-           F32_STORAGE)
-    kept = {k: v for k, v in taps.items() if not k.endswith(".block_input")}
-    stored_taps = {k for k in fixture if k.startswith("tap.")}
-    require(f"{name}: fixture holds exactly the {len(kept)} stored taps", stored_taps == {"tap." + k for k in kept})
-    report(f"{name}: worst stored F32 tap vs recomputed float64 (first window), per element",
-           max(storage_error(fixture["tap." + k], v[:fixture["tap." + k].shape[0]]) for k, v in kept.items()),
-           F32_STORAGE)
-    model32, _ = hf_layout.load_model_dir(model_dir, dtype=torch.float32)
-    with torch.no_grad():
-        logits32 = model32(tokens)
-    print(f"  info {name}: float32 torch forward vs float64: max abs "
-          f"{float((logits32.double() - logits).abs().max()):.3e}, relative to max |logit| "
-          f"{rel_max(logits32, logits):.3e}")
+    check_loss_taps_and_float32(name, model_dir, fixture, tokens, logits, taps)
     if not have_tokens:
         return
     with open(os.path.join(FIX, f"{name}-ppl.json")) as f:
