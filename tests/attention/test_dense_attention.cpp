@@ -15,55 +15,65 @@ namespace {
 using nlb::Index;
 using LMatrix = Eigen::Matrix<long double, Eigen::Dynamic, Eigen::Dynamic>;
 
-// Rotates pairs (x_i, x_{i+half}) of the first `rot` dims as the complex number
-// x_i + i·x_{i+half} times exp(i·pos·base^(−2i/rot)).
-void rotate_complex(long double* head, Index rot, Index pos, double base) {
-  const Index half = rot / 2;
+// The rotary frequencies base^(−2i/rot), i < rot / 2, in long double; with a checkpoint's
+// rope_scaling, kernels::rope_inverse_frequency (checked against PyTorch's in
+// tests/kernels/test_attention_kernels.cpp).
+std::vector<long double> frequencies(Index rot, double base, const nlb::kernels::RopeScaling& s) {
+  std::vector<long double> f(rot / 2);
+  for (Index i = 0; i < rot / 2; ++i)
+    f[i] = s.kind == nlb::kernels::RopeScaling::Kind::none
+               ? std::pow(static_cast<long double>(base), -2.0L * static_cast<long double>(i) / rot)
+               : nlb::kernels::rope_inverse_frequency(i, rot, base, s);
+  return f;
+}
+
+// Rotates pairs (x_i, x_{i+half}) of the first 2·|freq| dims as the complex number
+// x_i + i·x_{i+half} times exp(i·pos·freq_i).
+void rotate_complex(long double* head, const std::vector<long double>& freq, Index pos) {
+  const Index half = static_cast<Index>(freq.size());
   for (Index i = 0; i < half; ++i) {
-    const long double theta =
-        static_cast<long double>(pos) *
-        std::pow(static_cast<long double>(base), -2.0L * static_cast<long double>(i) / rot);
     const std::complex<long double> z(head[i], head[i + half]);
-    const auto r = z * std::polar(1.0L, theta);
+    const auto r = z * std::polar(1.0L, static_cast<long double>(pos) * freq[i]);
     head[i] = r.real();
     head[i + half] = r.imag();
   }
 }
 
+// The layer per head and per pair in long double: H query heads over kv_heads key/value heads
+// (query head h reads key/value head h / (H / kv_heads)), w_qkv [d, d + 2·kv_heads·d_h].
 template <class T>
 LMatrix reference_attention(const nlb::AttentionWeights<T>& w, const nlb::RowMatrix<T>& X,
-                            Index heads, Index rot, double base) {
-  const Index rows = X.rows(), d = X.cols(), dh = d / heads;
+                            Index heads, Index rot, double base, Index kv_heads = 0,
+                            const nlb::kernels::RopeScaling& scaling = {}) {
+  kv_heads = kv_heads == 0 ? heads : kv_heads;
+  const Index rows = X.rows(), d = X.cols(), dh = d / heads, kv = kv_heads * dh;
   const LMatrix x = X.template cast<long double>();
   LMatrix qkv = x * w.w_qkv.template cast<long double>();
   for (Index t = 0; t < rows; ++t) {
-    for (Index j = 0; j < 3 * d; ++j)
+    for (Index j = 0; j < d + 2 * kv; ++j)
       qkv(t, j) += w.b_qkv(j);
   }
+  const auto freq = frequencies(rot, base, scaling);
   for (Index t = 0; t < rows; ++t) {
-    for (Index h = 0; h < heads; ++h) {
-      std::vector<long double> q(dh), k(dh);
-      for (Index j = 0; j < dh; ++j) {
-        q[j] = qkv(t, h * dh + j);
-        k[j] = qkv(t, d + h * dh + j);
-      }
-      rotate_complex(q.data(), rot, t, base);
-      rotate_complex(k.data(), rot, t, base);
-      for (Index j = 0; j < dh; ++j) {
-        qkv(t, h * dh + j) = q[j];
-        qkv(t, d + h * dh + j) = k[j];
-      }
+    for (Index head = 0; head < heads + kv_heads; ++head) {  // the query heads, then the keys'
+      std::vector<long double> v(dh);
+      for (Index j = 0; j < dh; ++j)
+        v[j] = qkv(t, head * dh + j);
+      rotate_complex(v.data(), freq, t);
+      for (Index j = 0; j < dh; ++j)
+        qkv(t, head * dh + j) = v[j];
     }
   }
   LMatrix context = LMatrix::Zero(rows, d);
   for (Index h = 0; h < heads; ++h) {
+    const Index g = h / (heads / kv_heads);
     for (Index i = 0; i < rows; ++i) {
       std::vector<long double> p(i + 1);
       long double max = -1e300L, sum = 0;
       for (Index j = 0; j <= i; ++j) {
         long double s = 0;
         for (Index c = 0; c < dh; ++c)
-          s += qkv(i, h * dh + c) * qkv(j, d + h * dh + c);
+          s += qkv(i, h * dh + c) * qkv(j, d + g * dh + c);
         p[j] = s / std::sqrt(static_cast<long double>(dh));
         max = std::max(max, p[j]);
       }
@@ -71,7 +81,7 @@ LMatrix reference_attention(const nlb::AttentionWeights<T>& w, const nlb::RowMat
         sum += (v = std::exp(v - max));
       for (Index j = 0; j <= i; ++j) {
         for (Index c = 0; c < dh; ++c)
-          context(i, h * dh + c) += p[j] / sum * qkv(j, 2 * d + h * dh + c);
+          context(i, h * dh + c) += p[j] / sum * qkv(j, d + kv + g * dh + c);
       }
     }
   }
@@ -142,53 +152,7 @@ BOOST_AUTO_TEST_CASE(grouped_query_attention_matches_naive_reference_and_decodes
     BOOST_TEST(attn.kv_width() == kv);
     const auto X = normal_matrix<double>(rows, d, 1.0, 80);
 
-    // Reference.
-    const LMatrix x = X.cast<long double>();
-    LMatrix qkv = x * w.w_qkv.cast<long double>();
-    for (Index t = 0; t < rows; ++t)
-      for (Index j = 0; j < width; ++j)
-        qkv(t, j) += w.b_qkv(j);
-    std::vector<long double> inv_freq(head_dim / 2);
-    for (Index i = 0; i < head_dim / 2; ++i)
-      inv_freq[i] = nlb::kernels::rope_inverse_frequency(i, head_dim, base, scaling);
-    const auto rotate = [&](Index t, Index column) {
-      for (Index i = 0; i < head_dim / 2; ++i) {
-        const std::complex<long double> z(qkv(t, column + i), qkv(t, column + i + head_dim / 2));
-        const auto r = z * std::polar(1.0L, static_cast<long double>(t) * inv_freq[i]);
-        qkv(t, column + i) = r.real();
-        qkv(t, column + i + head_dim / 2) = r.imag();
-      }
-    };
-    for (Index t = 0; t < rows; ++t) {
-      for (Index h = 0; h < heads; ++h)
-        rotate(t, h * head_dim);
-      for (Index g = 0; g < kv_heads; ++g)
-        rotate(t, d + g * head_dim);
-    }
-    LMatrix context = LMatrix::Zero(rows, d);
-    for (Index h = 0; h < heads; ++h) {
-      const Index g = h / (heads / kv_heads);
-      for (Index i = 0; i < rows; ++i) {
-        std::vector<long double> p(i + 1);
-        long double max = -1e300L, sum = 0;
-        for (Index j = 0; j <= i; ++j) {
-          long double score = 0;
-          for (Index c = 0; c < head_dim; ++c)
-            score += qkv(i, h * head_dim + c) * qkv(j, d + g * head_dim + c);
-          p[j] = score / std::sqrt(static_cast<long double>(head_dim));
-          max = std::max(max, p[j]);
-        }
-        for (auto& v : p)
-          sum += (v = std::exp(v - max));
-        for (Index j = 0; j <= i; ++j)
-          for (Index c = 0; c < head_dim; ++c)
-            context(i, h * head_dim + c) += p[j] / sum * qkv(j, d + kv + g * head_dim + c);
-      }
-    }
-    LMatrix expected = context * w.w_out.cast<long double>();
-    for (Index t = 0; t < rows; ++t)
-      for (Index j = 0; j < d; ++j)
-        expected(t, j) += w.b_out(j);
+    const LMatrix expected = reference_attention(w, X, heads, head_dim, base, kv_heads, scaling);
 
     nlb::Activations<double> Y(rows, d), part(rows, d);
     nlb::Context<nlb::backend::cpu> ctx;

@@ -127,4 +127,17 @@ std::vector<T> normal_row(Index n, double mean, double sd, std::uint64_t seed) {
   return row;
 }
 
+/// Rows a normalizing kernel (LayerNorm, RMSNorm) is checked on: N(mean, sd²) entries and eps.
+struct NormCase {
+  double mean, sd, eps;
+  const char* label;
+};
+/// Centered data; an offset of 3 standard deviations (LayerNorm must remove it, RMSNorm keep it);
+/// a wide range; a row whose spread is below eps (eps dominates the scale); a large scale.
+inline constexpr NormCase norm_cases[] = {{0, 1, 1e-5, "N(0,1)"},
+                                          {3, 1, 1e-5, "N(3,1)"},
+                                          {0, 12, 1e-5, "N(0,144)"},
+                                          {0, 1e-3, 1e-5, "N(0,1e-6) below eps"},
+                                          {-50, 100, 1e-5, "N(-50,1e4)"}};
+
 }  // namespace nlb::test

@@ -45,18 +45,6 @@ std::vector<long double> reference_layer_norm(const std::vector<T>& x, const T* 
   return y;
 }
 
-struct Case {
-  double mean, sd, eps;
-  const char* label;
-};
-// Centered data; an offset of 3 standard deviations (the mean must really be removed); a
-// wide range; a row whose variance is below eps (eps dominates the scale); a large scale.
-const Case cases[] = {{0, 1, 1e-5, "N(0,1)"},
-                      {3, 1, 1e-5, "N(3,1)"},
-                      {0, 12, 1e-5, "N(0,144)"},
-                      {0, 1e-3, 1e-5, "N(0,1e-6) var<eps"},
-                      {-50, 100, 1e-5, "N(-50,1e4)"}};
-
 /// Which affine parameters a seed uses: none, gamma only, both.
 enum class Affine { none, gamma, both };
 const Affine affines[] = {Affine::none, Affine::gamma, Affine::both};
@@ -73,7 +61,7 @@ void check_simd_and_scalar(const std::string& label) {
   const Index width = nlb::test::lanes<T, Arch>();
   const auto bound = nlb::test::kernel_bound<T>();
   for (Index n = 1; n <= 4 * width + 3; ++n) {
-    for (const Case& c : cases) {
+    for (const auto& c : nlb::test::norm_cases) {
       std::uint64_t seed = 100;
       for (Affine affine : affines) {
         ++seed;
@@ -112,7 +100,7 @@ void check_normalized_moments(Backend backend, const std::string& label) {
   ErrorLog var_log;
   const auto bound = nlb::test::kernel_bound<T>();
   for (Index n : {2, 3, 7, 16, 31, 64, 67, 768}) {
-    for (const Case& c : cases) {
+    for (const auto& c : nlb::test::norm_cases) {
       const auto x = nlb::test::normal_row<T>(n, c.mean, c.sd, 7000 + n);
       const T eps = static_cast<T>(c.eps);
       std::vector<T> y(x.size());

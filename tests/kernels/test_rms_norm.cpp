@@ -34,25 +34,13 @@ std::vector<long double> reference_rms_norm(const std::vector<T>& x, const T* we
   return y;
 }
 
-struct Case {
-  double mean, sd, eps;
-  const char* label;
-};
-// Centered data; an offset (not removed: RMSNorm keeps the mean); a wide range; a row whose mean
-// square is below eps (eps dominates); a large scale.
-const Case cases[] = {{0, 1, 1e-5, "N(0,1)"},
-                      {3, 1, 1e-6, "N(3,1)"},
-                      {0, 12, 1e-5, "N(0,144)"},
-                      {0, 1e-3, 1e-5, "N(0,1e-6) ms<eps"},
-                      {-50, 100, 1e-6, "N(-50,1e4)"}};
-
 template <class T, class Arch>
 void check_simd_and_scalar(const std::string& label) {
   ErrorLog simd_vs_scalar, scalar_vs_reference, simd_vs_reference;
   const Index width = nlb::test::lanes<T, Arch>();
   const auto bound = nlb::test::kernel_bound<T>();
   for (Index n = 1; n <= 4 * width + 3; ++n) {
-    for (const Case& c : cases) {
+    for (const auto& c : nlb::test::norm_cases) {
       for (const bool with_weight : {false, true}) {
         const auto x = nlb::test::normal_row<T>(n, c.mean, c.sd, 3000 + n);
         const auto weight = nlb::test::normal_row<T>(n, 1.0, 0.3, 4000 + n);

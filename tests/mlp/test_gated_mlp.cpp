@@ -3,6 +3,7 @@
 #include <limits>
 #include <utility>
 
+#include "component_call.hpp"
 #include "nlb/mlp/gated_mlp.hpp"
 #include "nlb/mlp/hyperplane_gate.hpp"
 #include "nlb/mlp/mlp.hpp"
@@ -13,7 +14,10 @@
 namespace {
 
 using nlb::Index;
+using nlb::test::forward_into;
+using nlb::test::forward_of;
 using nlb::test::normal_matrix;
+using nlb::test::scaled_error;
 
 template <class T, int D, int H>
 struct Layer {
@@ -34,30 +38,6 @@ struct Layer {
     return Gated(std::move(mlp), std::move(surrogate), std::move(gate));
   }
 };
-
-// component(X) into Y through the one call contract, with a fresh context and workspace;
-// returns the rows per path.
-template <class C, class XT, class YT>
-nlb::RouteCounts forward_into(const C& component, const XT& X, YT&& Y) {
-  nlb::Context<typename C::backend_type> ctx;
-  typename C::Workspace ws;
-  return component.forward(ctx, X, std::forward<YT>(Y), ws);
-}
-
-// The same into a new [T, d] matrix.
-template <class C, class XT>
-typename C::Output forward_of(const C& component, const XT& X) {
-  typename C::Output Y(X.rows(), component.features());
-  forward_into(component, X, Y);
-  return Y;
-}
-
-template <class A, class B>
-double scaled_error(const A& a, const B& b) {
-  const auto bd = b.template cast<double>();
-  const double scale = std::max(1.0, bd.cwiseAbs().maxCoeff());
-  return (a.template cast<double>() - bd).cwiseAbs().maxCoeff() / scale;
-}
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 

@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
+#include "component_call.hpp"
 #include "nlb/mlp/mlp.hpp"
 #include "random_mlp.hpp"
 #include "tolerances.hpp"
@@ -9,6 +10,8 @@
 namespace {
 
 using nlb::Index;
+using nlb::test::forward_of;
+using nlb::test::scaled_error;
 
 // Independent reference: plain triple loops in long double with the closed-form GELUs.
 template <class MlpT, class Derived>
@@ -42,24 +45,6 @@ nlb::Mlp<T, D, H, Act, Backend> random_mlp(Index d, Index h, std::uint64_t seed)
   using nlb::test::normal_matrix;
   return {normal_matrix<T, D, H>(d, h, 0.3, seed), normal_matrix<T, 1, H>(1, h, 0.1, seed + 1),
           normal_matrix<T, H, D>(h, d, 0.3, seed + 2), normal_matrix<T, 1, D>(1, d, 0.1, seed + 3)};
-}
-
-// Y = mlp(X) through the one call contract, with a fresh context and workspace.
-template <class MlpT, class XT>
-typename MlpT::Output forward_of(const MlpT& mlp, const XT& X) {
-  nlb::Context<typename MlpT::backend_type> ctx;
-  typename MlpT::Workspace ws;
-  typename MlpT::Output Y(X.rows(), mlp.features());
-  mlp.forward(ctx, X, Y, ws);
-  return Y;
-}
-
-// max |a - b| / max(1, max |b|): the output-scale relative error used by tol::mlp_*.
-template <class A, class B>
-double scaled_error(const A& a, const B& b) {
-  const auto bd = b.template cast<double>();
-  const double scale = std::max(1.0, bd.cwiseAbs().maxCoeff());
-  return (a.template cast<double>() - bd).cwiseAbs().maxCoeff() / scale;
 }
 
 template <class T, class Act, class Backend>

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "component_call.hpp"
 #include "nlb/mlp/gated_mlp.hpp"
 #include "nlb/mlp/hyperplane_gate.hpp"
 #include "nlb/mlp/ridge_stats.hpp"
@@ -17,7 +18,10 @@
 namespace {
 
 using nlb::Index;
+using nlb::test::forward_into;
+using nlb::test::forward_of;
 using nlb::test::normal_matrix;
+using nlb::test::scaled_error;
 
 // The three matrices of a random SwiGLU MLP, as a checkpoint holds them ([in, out]).
 template <class T>
@@ -55,28 +59,6 @@ Eigen::Matrix<long double, Eigen::Dynamic, Eigen::Dynamic> reference_swiglu(cons
     }
   }
   return Y;
-}
-
-template <class C, class XT, class YT>
-nlb::RouteCounts forward_into(const C& component, const XT& X, YT&& Y) {
-  nlb::Context<typename C::backend_type> ctx;
-  typename C::Workspace ws;
-  return component.forward(ctx, X, std::forward<YT>(Y), ws);
-}
-
-template <class C, class XT>
-typename C::Output forward_of(const C& component, const XT& X) {
-  typename C::Output Y(X.rows(), component.features());
-  forward_into(component, X, Y);
-  return Y;
-}
-
-// max |a - b| / max(1, max |b|): the output-scale relative error used by tol::mlp_*.
-template <class A, class B>
-double scaled_error(const A& a, const B& b) {
-  const Eigen::MatrixXd bd = b.template cast<double>();
-  const double scale = std::max(1.0, bd.cwiseAbs().maxCoeff());
-  return (a.template cast<double>() - bd).cwiseAbs().maxCoeff() / scale;
 }
 
 template <class T, class Backend>

@@ -80,14 +80,15 @@ struct NormRow {
 
 // The checks and the launch of both norms (`what` names the op; beta null for RMSNorm).
 template <class T>
-void norm_rows(Context<backend::cuda>& ctx, const std::string& what, DeviceView<const T> in,
+void norm_rows(Context<backend::cuda>& ctx, const char* what, DeviceView<const T> in,
                DeviceView<T> out, const T* gamma, const T* beta, T eps) {
-  if (in.cols() < 1 || !(eps >= 0))
+  if (in.cols() < 1 || !(eps >= 0) || in.rows() != out.rows() || in.cols() != out.cols()) {
+    check_same_shape((std::string(what) + ": shape of y").c_str(), in, out);
     throw ArgumentError(
-        nlb::detail::expected_found(what + ": d and eps", "d >= 1 and eps >= 0",
+        nlb::detail::expected_found(std::string(what) + ": d and eps", "d >= 1 and eps >= 0",
                                     std::to_string(in.cols()) + " and " + std::to_string(eps)));
-  check_same_shape((what + ": shape of y").c_str(), in, out);
-  for_each_row(ctx, what.c_str(), in.rows(),
+  }
+  for_each_row(ctx, what, in.rows(),
                NormRow<T>{in.data(), gamma, beta, out.data(), in.outerStride(), out.outerStride(),
                           in.cols(), eps});
 }

@@ -203,17 +203,23 @@ void for_each_row_pair(const char* kernel, const Eigen::MatrixBase<XDerived>& X,
   auto& Y = const_cast<Eigen::MatrixBase<YDerived>&>(Y_const);
   const Index rows = X.rows();
   const Index d = X.cols();
-  const std::string name(kernel);
-  check_row_length((name + ": X.cols()").c_str(), d, 1);
+  // The messages are built only on a failure: a decoded token normalizes one row per call.
+  const auto named = [kernel](const char* what) { return std::string(kernel) + ": " + what; };
+  if (d < 1)
+    check_row_length(named("X.cols()").c_str(), d, 1);
   if constexpr (std::is_base_of_v<Eigen::PlainObjectBase<YDerived>, YDerived>) {
     if (Y.rows() != rows || Y.cols() != d) {
       Y.derived().resize(rows, d);  // a plain matrix is resized; an expression must fit
     }
   }
-  check_dim(name + ": Y.rows()", rows, Y.rows());
-  check_dim(name + ": Y.cols()", d, Y.cols());
-  check_unit_stride((name + ": X column stride").c_str(), d, X.colStride());
-  check_unit_stride((name + ": Y column stride").c_str(), d, Y.colStride());
+  if (Y.rows() != rows || Y.cols() != d) {
+    check_dim(named("Y.rows()"), rows, Y.rows());
+    check_dim(named("Y.cols()"), d, Y.cols());
+  }
+  if (d > 1 && (X.colStride() != 1 || Y.colStride() != 1)) {
+    check_unit_stride(named("X column stride").c_str(), d, X.colStride());
+    check_unit_stride(named("Y column stride").c_str(), d, Y.colStride());
+  }
   for (Index t = 0; t < rows; ++t) {
     const T* x = X.derived().data() + t * X.rowStride();  // X[t, :]
     T* y = Y.derived().data() + t * Y.rowStride();        // Y[t, :]

@@ -35,16 +35,17 @@ struct RopeScaling {
 };
 
 /// Throws ArgumentError (naming `what`) unless `s` is usable: factor > 0 for linear and llama3,
-/// and for llama3 0 < low_freq_factor < high_freq_factor and L > 0.
-inline void check_rope_scaling(const std::string& what, const RopeScaling& s) {
+/// and for llama3 0 < low_freq_factor < high_freq_factor and L > 0. Allocates nothing when it
+/// passes (it runs once per layer and decoded token).
+inline void check_rope_scaling(const char* what, const RopeScaling& s) {
   using K = RopeScaling::Kind;
   if (s.kind != K::none && !(s.factor > 0.0))
     throw ArgumentError(
-        nlb::detail::expected_found(what + ": rope scaling factor", "> 0", s.factor));
+        nlb::detail::expected_found(std::string(what) + ": rope scaling factor", "> 0", s.factor));
   if (s.kind == K::llama3 && !(s.low_freq_factor > 0.0 && s.low_freq_factor < s.high_freq_factor &&
                                s.original_max_positions > 0.0))
     throw ArgumentError(nlb::detail::expected_found(
-        what + ": llama3 rope scaling (low, high frequency factor, original context)",
+        std::string(what) + ": llama3 rope scaling (low, high frequency factor, original context)",
         "0 < low < high and a positive context",
         std::to_string(s.low_freq_factor) + ", " + std::to_string(s.high_freq_factor) + ", " +
             std::to_string(s.original_max_positions)));

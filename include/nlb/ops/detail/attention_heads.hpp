@@ -26,25 +26,29 @@ struct HeadLayout {
 inline HeadLayout check_heads(const char* what, Index heads, Index q_rows, Index q_cols,
                               Index k_rows, Index k_cols, Index v_rows, Index v_cols,
                               Index out_rows, Index out_cols, Index past) {
-  const std::string op(what);
+  // The messages are built only on a failure: this runs once per layer and decoded token.
+  const auto named = [what](const std::string& entry) { return std::string(what) + ": " + entry; };
   if (heads <= 0 || q_cols % heads != 0)
-    throw ShapeError(nlb::detail::expected_found(op + ": head count",
+    throw ShapeError(nlb::detail::expected_found(named("head count"),
                                                  "a positive divisor of the query width", heads));
   const Index w_q = q_cols / heads;
   const Index kv_heads = w_q > 0 ? k_cols / w_q : heads;
   if (kv_heads <= 0 || kv_heads * w_q != k_cols || heads % kv_heads != 0)
     throw ShapeError(nlb::detail::expected_found(
-        op + ": key width (key/value heads × query head width " + std::to_string(w_q) + ")",
+        named("key width (key/value heads × query head width " + std::to_string(w_q) + ")"),
         "a multiple dividing the query width " + std::to_string(q_cols), k_cols));
   if (v_cols % kv_heads != 0)
     throw ShapeError(nlb::detail::expected_found(
-        op + ": value width", "a multiple of the " + std::to_string(kv_heads) + " key/value heads",
+        named("value width"), "a multiple of the " + std::to_string(kv_heads) + " key/value heads",
         v_cols));
   const Index w_v = v_cols / kv_heads;
-  check_dim(op + ": key rows (past + T)", past + q_rows, k_rows);
-  check_dim(op + ": value rows (key rows)", k_rows, v_rows);
-  check_dim(op + ": output rows (T)", q_rows, out_rows);
-  check_dim(op + ": output width (heads × value head width)", heads * w_v, out_cols);
+  if (k_rows != past + q_rows || v_rows != k_rows || out_rows != q_rows ||
+      out_cols != heads * w_v) {
+    check_dim(named("key rows (past + T)"), past + q_rows, k_rows);
+    check_dim(named("value rows (key rows)"), k_rows, v_rows);
+    check_dim(named("output rows (T)"), q_rows, out_rows);
+    check_dim(named("output width (heads × value head width)"), heads * w_v, out_cols);
+  }
   return {heads, kv_heads, w_q, w_v};
 }
 
