@@ -257,7 +257,7 @@ for (const c of cases) {
 out.decode_cases = {};
 const theWord = files["sentencepiece-style"].model.vocab["▁the"];
 if (theWord === undefined) throw new Error("sentencepiece-style: no token ▁the");
-const byteToken = (b) => 3 + b; // <0xXX> follows <unk>, <s>, </s>
+const byteToken = (b) => 3 + b; // the byte tokens <0x00> … <0xFF> follow <unk>, <s>, </s>
 const pieceSequences = [[byteToken(0x80)], [byteToken(0xe6), byteToken(0xbc)],
                         [theWord, byteToken(0xff), byteToken(0x41)]];
 const invalidUtf8 = {

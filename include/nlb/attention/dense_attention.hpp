@@ -48,6 +48,8 @@ class DenseAttention : public detail::ProjectedHeads<DenseAttention, T, D, Backe
   using typename Base::ConstView, typename Base::View, typename Base::Workspace;
   /// The class name, as the constructor's messages give it.
   static constexpr const char* kind_name = "DenseAttention";
+  /// Fewer key/value heads than query heads are allowed (grouped-query attention).
+  static constexpr bool grouped_heads = true;
 
   /// DenseAttention() (empty), DenseAttention(weights, n_heads, rotary_dims = 0, rotary_base =
   /// 10000, kv_heads = n_heads, rope_scaling = none) on a host backend, and the converting

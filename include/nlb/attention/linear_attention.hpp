@@ -59,6 +59,8 @@ class LinearAttention : public detail::ProjectedHeads<LinearAttention, T, D, Bac
  public:
   /// The class name, as the constructor's messages give it.
   static constexpr const char* kind_name = "LinearAttention";
+  /// One key head per query head: the construction refuses grouped-query weights (ArgumentError).
+  static constexpr bool grouped_heads = false;
   using typename Base::ConstView, typename Base::View, typename Base::Workspace;
 
   /// DenseAttention's constructors (ProjectedHeads'), with the same arguments and errors.
@@ -72,11 +74,6 @@ class LinearAttention : public detail::ProjectedHeads<LinearAttention, T, D, Bac
     if (cache) {
       throw ArgumentError(detail::expected_found("LinearAttention::forward: KV cache",
                                                  "none (not supported)", "a cache"));
-    }
-    if (this->kv_heads() != this->heads()) {
-      throw ArgumentError(detail::expected_found(
-          "LinearAttention::forward: key/value heads",
-          "as many as query heads (" + std::to_string(this->heads()) + ")", this->kv_heads()));
     }
     const Index d = this->features(), rows = X.rows();
     detail::check_attention_call("LinearAttention::forward", d, X, Y, cache);

@@ -6,6 +6,7 @@
 // adds its own forward().
 #pragma once
 
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -67,6 +68,11 @@ class ProjectedHeads : public ComponentTypes<T, Backend> {
     check_attention_weights<D>(Attention<T, D, Backend>::kind_name, w_, n_heads, rotary_dims,
                                n_kv_heads_);
     kernels::check_rope_scaling(Attention<T, D, Backend>::kind_name, rope_scaling_);
+    if (!Attention<T, D, Backend>::grouped_heads && n_kv_heads_ != n_heads) {
+      throw ArgumentError(
+          expected_found(std::string(Attention<T, D, Backend>::kind_name) + ": key/value heads",
+                         "as many as query heads (" + std::to_string(n_heads) + ")", n_kv_heads_));
+    }
   }
 
   /// The same attention on another backend: the weights copied into this backend's storage
