@@ -1,6 +1,7 @@
 // The reference transformer against the PyTorch fixtures (tools/python/make_fixtures.py):
-// logits, every tap and the eval-protocol perplexity of both shipped models; F16/BF16 weight
-// copies; fixed-size vs Dynamic models; KV-cache decoding vs full recompute.
+// logits, every tap and the eval-protocol perplexity of the shipped models (GPT-2, GPT-NeoX and
+// the Llama family's tiny-llama); F16/BF16 weight copies; fixed-size vs Dynamic models; KV-cache
+// decoding vs full recompute.
 #include <boost/test/unit_test.hpp>
 #include <fstream>
 #include <map>
@@ -13,6 +14,7 @@
 #include "nlb/io/token_file.hpp"
 #include "nlb/model/load_model.hpp"
 #include "nlb/model/loss.hpp"
+#include "nlb/text/load_tokenizer.hpp"
 #include "scratch_dir.hpp"
 #include "tolerances.hpp"
 
@@ -99,6 +101,44 @@ BOOST_AUTO_TEST_CASE(tiny_neox_matches_pytorch) {
                                 tol::model_loss_f64_abs);
 }
 
+// tiny-llama: RMSNorm, SwiGLU, 4 query heads over 2 KV heads, llama3 rope scaling, untied head.
+// Its weights are BF16 in the file (as the Hub ships Llama 3.2), so the fixture is also the BF16
+// reference: kept in BF16 storage the weights are PyTorch's to the bit, and the float forward
+// meets the same bound.
+BOOST_AUTO_TEST_CASE(tiny_llama_matches_pytorch) {
+  namespace tol = nlb::test::tol;
+  check_against_fixture<float>("tiny-llama", tol::model_f32_rel, tol::model_f32_rel,
+                               tol::model_loss_f32_abs);
+  check_against_fixture<double>("tiny-llama", tol::model_f64_rel, tol::fixture_f32_storage_rel,
+                                tol::model_loss_f64_abs);
+  nlb::test::check_model_against_fixture<float, nlb::backend::with_weights<nlb::storage::bf16>>(
+      model_dir("tiny-llama"), fixture("tiny-llama-reference.safetensors"), tol::model_f32_rel,
+      tol::model_f32_rel, tol::model_loss_f32_abs);
+}
+
+// The fixture's 8-window perplexity of tiny-llama, over the text tokenized by the model
+// directory's own tokenizer.json (the fixture's tokens came from Hugging Face tokenizers).
+BOOST_AUTO_TEST_CASE(tiny_llama_perplexity_matches_pytorch) {
+  std::ifstream in(fixture("tiny-llama-ppl.json"));
+  BOOST_REQUIRE_MESSAGE(in.good(), "missing fixture " << fixture("tiny-llama-ppl.json"));
+  const auto j = nlohmann::json::parse(in);
+  const auto& run = j.at("runs").at(0);
+  BOOST_REQUIRE(run.at("max_windows").get<Index>() == 8);
+  const auto tokenizer = nlb::text::load_tokenizer(model_dir("tiny-llama"));
+  BOOST_REQUIRE(tokenizer.has_value());
+  std::ifstream text_in(source_dir / run.at("text").get<std::string>(), std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(text_in)), {});
+  const auto tokens = tokenizer->encode(text);
+  BOOST_TEST(static_cast<Index>(tokens.size()) == run.at("text_tokens").get<Index>());
+  const auto model = nlb::load_model<float>(model_dir("tiny-llama"));
+  nlb::Context<nlb::backend::cpu> ctx;
+  const auto r = nlb::evaluate_perplexity(ctx, model, tokens, run.at("context").get<Index>(), 8);
+  const double ref = run.at("ppl").get<double>();
+  BOOST_TEST_MESSAGE("tiny-llama PPL over 8 windows: " << r.ppl << " (PyTorch " << ref << ")");
+  BOOST_TEST(r.predicted_tokens == run.at("predicted_tokens").get<Index>());
+  BOOST_TEST(std::abs(r.ppl / ref - 1) <= nlb::test::tol::model_ppl_rel);
+}
+
 BOOST_AUTO_TEST_CASE(eval_protocol_perplexity_matches_pytorch) {
   check_perplexity("tiny-gpt2", false);
   check_perplexity("tiny-neox", false);
@@ -183,23 +223,35 @@ BOOST_AUTO_TEST_CASE(half_precision_storage_matches_pytorch_on_the_rounded_weigh
   check_half_precision_storage<nlb::storage::bf16>("bf16", nlb::test::tol::half_weights_bf16_rel);
 }
 
-BOOST_AUTO_TEST_CASE(fixed_size_model_equals_dynamic_model) {
-  const auto weights = nlb::load_model_weights<float>(model_dir("tiny-gpt2"));
+// The shipped model `name` as a fixed-size type (width D, hidden H, MLP Act, N layers) against
+// the same weights loaded as a Dynamic model, on the fixture's first window.
+template <int D, int H, class Act, std::size_t N>
+void check_fixed_equals_dynamic(const std::string& name) {
+  const auto weights = nlb::load_model_weights<float>(model_dir(name));
   const auto dynamic = nlb::make_transformer<float>(weights);
-  BOOST_REQUIRE(weights.config.d_model == 128 && weights.config.d_hidden == 512 &&
-                weights.config.n_layers == 4);
-  const auto fixed = nlb::make_fixed_transformer<float, 128, 512, nlb::GeluTanh, 4>(weights);
-  const auto ref = nlb::io::SafetensorsFile::open(fixture("tiny-gpt2-reference.safetensors"));
+  BOOST_REQUIRE(weights.config.d_model == D && weights.config.d_hidden == H &&
+                weights.config.n_layers == static_cast<Index>(N));
+  const auto fixed = nlb::make_fixed_transformer<float, D, H, Act, N>(weights);
+  const auto ref = nlb::io::SafetensorsFile::open(fixture(name + "-reference.safetensors"));
   const auto tokens = window_tokens(ref, 0);
   nlb::Context<nlb::backend::cpu> ctx;
-  decltype(dynamic)::Workspace dynamic_ws;
-  decltype(fixed)::Workspace fixed_ws;
+  typename decltype(dynamic)::Workspace dynamic_ws;
+  typename decltype(fixed)::Workspace fixed_ws;
   nlb::RowMatrix<float> a, b;
   dynamic.forward(ctx, tokens, a, dynamic_ws);
   fixed.forward(ctx, tokens, b, fixed_ws);
   const double err = relative_to_max(b, a);
-  BOOST_TEST_MESSAGE("fixed vs Dynamic tiny-gpt2 logits: " << err);
+  BOOST_TEST_MESSAGE("fixed vs Dynamic " << name << " logits: " << err);
   BOOST_TEST(err <= nlb::test::tol::fixed_vs_dynamic_rel);
+}
+
+BOOST_AUTO_TEST_CASE(fixed_size_model_equals_dynamic_model) {
+  check_fixed_equals_dynamic<128, 512, nlb::GeluTanh, 4>("tiny-gpt2");
+  // A compile-time Llama block: RMSNorm, grouped-query attention, SwiGLU.
+  check_fixed_equals_dynamic<96, 256, nlb::SwiGlu, 4>("tiny-llama");
+  const auto llama = nlb::load_model_weights<float>(model_dir("tiny-llama"));
+  BOOST_CHECK_THROW((nlb::make_fixed_transformer<float, 96, 256, nlb::GeluTanh, 4>(llama)),
+                    nlb::ArgumentError);
 }
 
 // A fixed model whose layer 2 is linear is a type (a tuple of blocks of different kinds); it
@@ -244,7 +296,7 @@ BOOST_AUTO_TEST_CASE(fixed_model_with_a_linear_layer_equals_dynamic_swap) {
 }
 
 BOOST_AUTO_TEST_CASE(kv_cache_decoding_equals_full_recompute) {
-  for (const std::string name : {"tiny-gpt2", "tiny-neox"}) {
+  for (const std::string name : {"tiny-gpt2", "tiny-neox", "tiny-llama"}) {
     const auto model = nlb::load_model<double>(model_dir(name));
     const auto ref = nlb::io::SafetensorsFile::open(fixture(name + "-reference.safetensors"));
     auto tokens = window_tokens(ref, 1);

@@ -330,13 +330,7 @@ template <class T, class Backend>
 MlpSlot<T, Backend> gated_slot(const MlpSlot<T, Backend>& full,
                                const RidgeSurrogate<T, Dynamic, Dynamic, Backend>& surrogate,
                                const HyperplaneGate<T, Dynamic, Backend>& gate) {
-  using Slot = MlpSlot<T, Backend>;
-  if (const auto* m = std::get_if<typename Slot::MlpTanh>(&full.kind()))
-    return Slot(typename Slot::GatedTanh(*m, surrogate, gate));
-  if (const auto* m = std::get_if<typename Slot::MlpErf>(&full.kind()))
-    return Slot(typename Slot::GatedErf(*m, surrogate, gate));
-  throw ArgumentError(detail::expected_found("gated_slot: the layer's MLP slot", "a full MLP",
-                                             "a surrogate or gated MLP"));
+  return MlpSlot<T, Backend>::gated(full, surrogate, gate);
 }
 
 }  // namespace nlb

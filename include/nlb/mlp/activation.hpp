@@ -22,4 +22,10 @@ struct GeluErf {
   using op = kernels::GeluErfOp<Math>;
 };
 
+/// Not an activation but the tag of the Llama family's MLP where a block's activation is a
+/// template argument (FixedBlock<T, D, H, SwiGlu>: a SwiGluMlp, silu(x W_gate) ⊙ (x W_up)).
+struct SwiGlu {
+  static constexpr const char* name = "silu";
+};
+
 }  // namespace nlb

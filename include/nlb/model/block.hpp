@@ -1,6 +1,7 @@
-// One transformer block: LayerNorm → attention, LayerNorm → MLP, residual adds, either
-// sequential (GPT-2) or parallel (GPT-NeoX). Written once for every backend: its work is the
-// parts' forward calls and the ops layer's LayerNorm and adds (DESIGN.md §4).
+// One transformer block: norm → attention, norm → MLP, residual adds, either sequential (GPT-2,
+// the Llama family) or parallel (GPT-NeoX); the norm is LayerNorm or RMSNorm. Written once for
+// every backend: its work is the parts' forward calls and the ops layer's norms and adds
+// (DESIGN.md §4).
 #pragma once
 
 // Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
@@ -14,8 +15,8 @@
 #include "nlb/mlp/gated_mlp.hpp"
 #include "nlb/mlp/route_counts.hpp"
 #include "nlb/model/layer_override.hpp"
+#include "nlb/model/norm.hpp"
 #include "nlb/model/taps.hpp"
-#include "nlb/ops/layer_norm.hpp"
 #include "nlb/ops/rows.hpp"
 #include "nlb/ops/scratch.hpp"
 
@@ -25,17 +26,10 @@ namespace detail {
 struct NoAttentionWorkspace {};
 }  // namespace detail
 
-/// LayerNorm parameters: gamma, beta [d], in memory space Memory (host row vectors, or device
-/// matrices [1, d]).
-template <class T, int D = Dynamic, class Memory = backend::host_memory>
-struct LayerNormWeights {
-  typename vector_in<Memory, T, D>::type gamma;
-  typename vector_in<Memory, T, D>::type beta;
-};
-
 /// A block over a residual stream x [T, d]:
 ///   sequential: x ← x + attn(ln1 x);  x ← x + mlp(ln2 x)
 ///   parallel:   x ← x + attn(ln1 x) + mlp(ln2 x)
+/// ln1, ln2 are LayerNorms or RMSNorms (`norm`; an RMSNorm's beta is empty).
 /// Without a pre-attention norm (attn_layer_norm false: S–D models trained without ln_1,
 /// PAPERS §B2) attention reads x itself, attn(x), and ln1 is unused (may be empty).
 /// AttnT: any attention kind (forward(ctx, X, Y, Workspace&, cache)); MlpT: any MLP kind — Mlp,
@@ -85,14 +79,15 @@ class Block {
   };
 
   Block(Norm ln1, AttnT attn, Norm ln2, MlpT mlp, bool parallel_residual, T layer_norm_eps,
-        bool attn_layer_norm = true)
+        bool attn_layer_norm = true, NormKind norm = NormKind::layer_norm)
       : ln1_(std::move(ln1)),
         attn_(std::move(attn)),
         ln2_(std::move(ln2)),
         mlp_(std::move(mlp)),
         parallel_(parallel_residual),
         eps_(layer_norm_eps),
-        attn_norm_(attn_layer_norm) {
+        attn_norm_(attn_layer_norm),
+        norm_(norm) {
     check_parts();
   }
 
@@ -106,7 +101,8 @@ class Block {
         mlp_(other.mlp()),
         parallel_(other.parallel_residual()),
         eps_(other.layer_norm_eps()),
-        attn_norm_(other.attn_layer_norm()) {
+        attn_norm_(other.attn_layer_norm()),
+        norm_(other.norm_kind()) {
     check_parts();
   }
 
@@ -126,7 +122,7 @@ class Block {
         layer_override ? layer_override->attention : nullptr;
     if (attn_norm_) {
       ws.normed.resize(rows, d);
-      ops::layer_norm_rows(ctx, x, ln1_.gamma, ln1_.beta, ws.normed, eps_);
+      normalize_rows(ctx, norm_, x, ln1_, ws.normed, eps_);
       run_attention(ctx, attention, ws.normed, ws, cache);
     } else {
       run_attention(ctx, attention, x, ws, cache);
@@ -135,7 +131,7 @@ class Block {
     ws.mlp_in.resize(rows, d);
     if (!parallel_)
       ops::add(ctx, ws.attn_out, x);
-    ops::layer_norm_rows(ctx, x, ln2_.gamma, ln2_.beta, ws.mlp_in, eps_);
+    normalize_rows(ctx, norm_, x, ln2_, ws.mlp_in, eps_);
     detail::fire(taps, Tap::mlp_input, layer, ws.mlp_in);
     ws.mlp_out.resize(rows, d);
     const RouteCounts c = layer_override && layer_override->mlp.active()
@@ -160,6 +156,8 @@ class Block {
   T layer_norm_eps() const { return eps_; }
   /// False when attention reads the raw residual stream (no ln_1).
   bool attn_layer_norm() const { return attn_norm_; }
+  /// LayerNorm or RMSNorm.
+  NormKind norm_kind() const { return norm_; }
 
   /// True when this block's MLP is a full MLP (an Mlp, or an MlpSlot holding one): what a gated
   /// override needs, since it routes its full rows to this MLP.
@@ -179,18 +177,23 @@ class Block {
     using Storage = storage_traits<Backend, T>;
     if (norm.gamma.size() == 0)
       return {};  // no ln_1
+    if (norm.beta.size() == 0)
+      return {Storage::template vector_from_host<D>(norm.gamma), {}};  // RMSNorm
     return {Storage::template vector_from_host<D>(norm.gamma),
             Storage::template vector_from_host<D>(norm.beta)};
   }
 
   void check_parts() const {
     const Index d = attn_.features();
+    const bool bias = norm_ == NormKind::layer_norm;  // an RMSNorm's beta is not read
     if (attn_norm_) {
       check_dim("Block: ln_1 size (d)", d, ln1_.gamma.size());
-      check_dim("Block: ln_1 bias size (d)", d, ln1_.beta.size());
+      if (bias)
+        check_dim("Block: ln_1 bias size (d)", d, ln1_.beta.size());
     }
     check_dim("Block: ln_2 size (d)", d, ln2_.gamma.size());
-    check_dim("Block: ln_2 bias size (d)", d, ln2_.beta.size());
+    if (bias)
+      check_dim("Block: ln_2 bias size (d)", d, ln2_.beta.size());
     check_dim("Block: MLP width (d)", d, mlp_.features());
   }
 
@@ -242,6 +245,7 @@ class Block {
   bool parallel_ = false;
   T eps_ = T(1e-5);
   bool attn_norm_ = true;
+  NormKind norm_ = NormKind::layer_norm;
 };
 
 }  // namespace nlb

@@ -1,5 +1,6 @@
 // Loads a Hugging Face model directory (config.json + model.safetensors, or a sharded
-// model.safetensors.index.json) of a GPT2LMHeadModel or GPTNeoXForCausalLM into ModelWeights.
+// model.safetensors.index.json) of a GPT2LMHeadModel, GPTNeoXForCausalLM or a Llama-family
+// model (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM) into ModelWeights.
 //
 // The mapping from Hugging Face names to our parameters is explicit and strict
 // (docs/model_files.md): every expected tensor must be present with the shape the config implies,
@@ -12,6 +13,7 @@
 #include "nlb/core.hpp"
 #include "nlb/model/config.hpp"
 #include "nlb/model/detail/gpt2_tensors.hpp"
+#include "nlb/model/detail/llama_tensors.hpp"
 #include "nlb/model/detail/neox_tensors.hpp"
 #include "nlb/model/detail/tensor_source.hpp"
 #include "nlb/model/weights.hpp"
@@ -28,11 +30,14 @@ template <class T, class S = storage::f32>
 ModelWeights<T, S> load_model_weights(const std::filesystem::path& dir) {
   const ModelConfig config = read_model_directory_config(dir);
   if (config.architecture == Architecture::nlb_sd) {
-    throw ArgumentError(detail::expected_found(
-        "load_model_weights: " + dir.string(), "a GPT-2 or GPT-NeoX model (dense attention)",
-        "an \"nlb-sd\" model (S–D attention; load it with load_model)"));
+    throw ArgumentError(
+        detail::expected_found("load_model_weights: " + dir.string(),
+                               "a GPT-2, GPT-NeoX or Llama-family model (dense attention)",
+                               "an \"nlb-sd\" model (S–D attention; load it with load_model)"));
   }
   return detail::read_every_tensor(dir, [&config](detail::TensorSource& src) {
+    if (is_llama_family(config.architecture))
+      return detail::read_llama<T, S>(src, config);
     return config.architecture == Architecture::gpt2 ? detail::read_gpt2<T, S>(src, config)
                                                      : detail::read_gpt_neox<T, S>(src, config);
   });

@@ -1,6 +1,7 @@
-// What a loaded (Dynamic-size) model's layer runs as its MLP: the full Mlp, a RidgeSurrogate
-// or a GatedMLP, chosen at run time so tools can swap one layer and measure (DESIGN.md §3).
-// Written once for every backend: MlpSlot<T, backend::cuda> holds the same kinds on the device.
+// What a loaded (Dynamic-size) model's layer runs as its MLP: the full Mlp (GELU) or SwiGluMlp,
+// a RidgeSurrogate or a GatedMLP, chosen at run time so tools can swap one layer and measure
+// (DESIGN.md §3). Written once for every backend: MlpSlot<T, backend::cuda> holds the same kinds on
+// the device.
 #pragma once
 
 #include <utility>
@@ -10,6 +11,7 @@
 #include "nlb/mlp/hyperplane_gate.hpp"
 #include "nlb/mlp/mlp.hpp"
 #include "nlb/mlp/ridge_surrogate.hpp"
+#include "nlb/mlp/swiglu_mlp.hpp"
 
 namespace nlb {
 
@@ -24,11 +26,14 @@ class MlpSlot {
   static constexpr int out_size = Dynamic;
   using MlpTanh = Mlp<T, Dynamic, Dynamic, GeluTanh, Backend>;
   using MlpErf = Mlp<T, Dynamic, Dynamic, GeluErf, Backend>;
+  using SwiGlu = SwiGluMlp<T, Dynamic, Dynamic, Backend>;
   using Surrogate = RidgeSurrogate<T, Dynamic, Dynamic, Backend>;
   using Gate = HyperplaneGate<T, Dynamic, Backend>;
   using GatedTanh = GatedMLP<MlpTanh, Surrogate, Gate>;
   using GatedErf = GatedMLP<MlpErf, Surrogate, Gate>;
-  using Variant = std::variant<MlpTanh, MlpErf, Surrogate, GatedTanh, GatedErf>;
+  using GatedSwiGlu = GatedMLP<SwiGlu, Surrogate, Gate>;
+  using Variant =
+      std::variant<MlpTanh, MlpErf, SwiGlu, Surrogate, GatedTanh, GatedErf, GatedSwiGlu>;
   using ConstView = typename storage_traits<Backend, T>::const_view;
   using View = typename storage_traits<Backend, T>::view;
   template <class B>
@@ -39,9 +44,11 @@ class MlpSlot {
   struct Workspace {
     typename MlpTanh::Workspace tanh;
     typename MlpErf::Workspace erf;
+    typename SwiGlu::Workspace swiglu;
     typename Surrogate::Workspace surrogate;
     typename GatedTanh::Workspace gated_tanh;
     typename GatedErf::Workspace gated_erf;
+    typename GatedSwiGlu::Workspace gated_swiglu;
   };
 
   MlpSlot() = default;
@@ -63,7 +70,7 @@ class MlpSlot {
   /// Defined below the class (not inline), so that nlb_model_instances can compile it once.
   RouteCounts forward(Context<Backend>& ctx, const ConstView& X, View Y, Workspace& ws) const;
 
-  /// Y = the held full MLP(X) (either activation), for a gated override that routes rows to the
+  /// Y = the held full MLP(X) (any of the three), for a gated override that routes rows to the
   /// layer's own MLP (Block::forward). Throws ArgumentError when the slot holds another kind.
   void forward_full(Context<Backend>& ctx, const ConstView& X, View Y, Workspace& ws) const;
 
@@ -74,9 +81,29 @@ class MlpSlot {
 
   const Variant& kind() const { return kind_; }
   Variant& kind() { return kind_; }
-  /// True when this slot runs the full MLP (either activation).
+  /// True when this slot runs a full MLP (a GELU Mlp or a SwiGluMlp).
   bool is_full() const {
-    return std::holds_alternative<MlpTanh>(kind_) || std::holds_alternative<MlpErf>(kind_);
+    return std::holds_alternative<MlpTanh>(kind_) || std::holds_alternative<MlpErf>(kind_) ||
+           std::holds_alternative<SwiGlu>(kind_);
+  }
+
+  /// A GatedMLP of `full` (a full kind of this slot), `surrogate` and `gate`: the slot of a gated
+  /// layer. ArgumentError when `full` is not a full MLP.
+  static MlpSlot gated(MlpSlot full, Surrogate surrogate, Gate gate) {
+    return std::visit(
+        [&](auto&& mlp) -> MlpSlot {
+          using Kind = std::decay_t<decltype(mlp)>;
+          if constexpr (std::is_same_v<Kind, MlpTanh>)
+            return GatedTanh(std::move(mlp), std::move(surrogate), std::move(gate));
+          else if constexpr (std::is_same_v<Kind, MlpErf>)
+            return GatedErf(std::move(mlp), std::move(surrogate), std::move(gate));
+          else if constexpr (std::is_same_v<Kind, SwiGlu>)
+            return GatedSwiGlu(std::move(mlp), std::move(surrogate), std::move(gate));
+          else
+            throw ArgumentError(detail::expected_found("MlpSlot::gated: the MLP to gate",
+                                                       "a full MLP", "a surrogate or gated MLP"));
+        },
+        std::move(full.kind_));
   }
 
  private:
@@ -88,8 +115,12 @@ class MlpSlot {
       return ws.tanh;
     } else if constexpr (std::is_same_v<Kind, MlpErf>) {
       return ws.erf;
+    } else if constexpr (std::is_same_v<Kind, SwiGlu>) {
+      return ws.swiglu;
     } else if constexpr (std::is_same_v<Kind, GatedTanh>) {
       return ws.gated_tanh;
+    } else if constexpr (std::is_same_v<Kind, GatedSwiGlu>) {
+      return ws.gated_swiglu;
     } else {
       static_assert(std::is_same_v<Kind, GatedErf>, "MlpSlot: every kind has a workspace");
       return ws.gated_erf;
@@ -117,6 +148,8 @@ void MlpSlot<T, Backend>::forward_full(Context<Backend>& ctx, const ConstView& X
     m->forward(ctx, X, Y, ws.tanh);
   } else if (const auto* e = std::get_if<MlpErf>(&kind_)) {
     e->forward(ctx, X, Y, ws.erf);
+  } else if (const auto* g = std::get_if<SwiGlu>(&kind_)) {
+    g->forward(ctx, X, Y, ws.swiglu);
   } else {
     throw ArgumentError(detail::expected_found("MlpSlot::forward_full: the layer's MLP slot",
                                                "a full MLP", "a surrogate or gated MLP"));

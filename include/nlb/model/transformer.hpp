@@ -21,7 +21,6 @@
 #include "nlb/model/mlp_slot.hpp"
 #include "nlb/ops/gemm.hpp"
 #include "nlb/ops/half_gemm.hpp"
-#include "nlb/ops/layer_norm.hpp"
 #include "nlb/ops/rows.hpp"
 #include "nlb/ops/scratch.hpp"
 
@@ -34,7 +33,7 @@ template <class T, int D = Dynamic, class S = storage::f32>
 struct EmbeddingWeights {
   weight_matrix<S, T, Dynamic, D> token;     // [vocab, d]
   weight_matrix<S, T, Dynamic, D> position;  // [n_positions, d]; empty without learned positions
-  LayerNormWeights<T, D, storage::memory_of<S>> final_norm;  // ln_f / final_layer_norm
+  LayerNormWeights<T, D, storage::memory_of<S>> final_norm;  // ln_f / final_layer_norm / norm
   weight_matrix<S, T, Dynamic, D> unembedding;  // [vocab, d]; empty when tied to `token`
 };
 
@@ -251,8 +250,11 @@ class BasicTransformer {
     ops::gemm_nt(ctx, x, u, logits, ws.head);  // [T, vocab]
   }
 
-  /// A KV cache sized for this model (n_positions positions) in the backend's memory.
-  Cache make_cache() const { return Cache(config_.n_layers, config_.n_positions, config_.d_model); }
+  /// A KV cache sized for this model (n_positions positions of the key/value width, kv_width: d,
+  /// or fewer columns with grouped-query attention) in the backend's memory.
+  Cache make_cache() const {
+    return Cache(config_.n_layers, config_.n_positions, config_.kv_width());
+  }
 
   const ModelConfig& config() const { return config_; }
   const EmbeddingWeights<T, D, Weights>& embeddings() const { return emb_; }
@@ -289,7 +291,9 @@ class BasicTransformer {
     return {Storage::template from_host<Dynamic, D>(e.token),
             Storage::template from_host<Dynamic, D>(e.position),
             {Storage::template vector_from_host<D>(e.final_norm.gamma),
-             Storage::template vector_from_host<D>(e.final_norm.beta)},
+             e.final_norm.beta.size() == 0
+                 ? typename vector_in<typename Backend::memory_space, T, D>::type{}
+                 : Storage::template vector_from_host<D>(e.final_norm.beta)},
             Storage::template from_host<Dynamic, D>(e.unembedding)};
   }
   template <class OtherLayers>
@@ -364,8 +368,8 @@ class BasicTransformer {
   }
 
   void final_norm(Context<Backend>& ctx, Stream& x) const {
-    ops::layer_norm_rows(ctx, x, emb_.final_norm.gamma, emb_.final_norm.beta, x,
-                         static_cast<T>(config_.layer_norm_eps));
+    normalize_rows(ctx, config_.norm, x, emb_.final_norm, x,
+                   static_cast<T>(config_.layer_norm_eps));
   }
 
   void check_tokens(std::span<const std::int32_t> tokens, Index past, const char* what) const {
@@ -409,9 +413,22 @@ using DynamicBlock = Block<AttentionSlot<T, Backend>, MlpSlot<T, Backend>>;
 template <class T, class Backend = backend::cpu>
 using Transformer = BasicTransformer<std::vector<DynamicBlock<T, Backend>>>;
 
-/// A fixed-size block: width D, hidden H and activation Act are compile-time choices.
+/// The MLP of a fixed-size block: the two-matrix Mlp with activation Act (GeluTanh, GeluErf),
+/// or the SwiGluMlp of the Llama family for Act = SwiGlu.
+template <class T, int D, int H, class Act, class Backend>
+struct fixed_mlp {
+  using type = Mlp<T, D, H, Act, Backend>;
+};
+template <class T, int D, int H, class Backend>
+struct fixed_mlp<T, D, H, SwiGlu, Backend> {
+  using type = SwiGluMlp<T, D, H, Backend>;
+};
+
+/// A fixed-size block: width D, hidden H and activation Act (GeluTanh, GeluErf or SwiGlu) are
+/// compile-time choices.
 template <class T, int D, int H, class Act, class Backend = backend::cpu>
-using FixedBlock = Block<DenseAttention<T, D, Backend>, Mlp<T, D, H, Act, Backend>>;
+using FixedBlock =
+    Block<DenseAttention<T, D, Backend>, typename fixed_mlp<T, D, H, Act, Backend>::type>;
 
 /// A fixed model as a type: N identical fixed-size blocks in a tuple.
 template <class T, int D, int H, class Act, std::size_t N, class Backend = backend::cpu>

@@ -12,7 +12,9 @@
 
 namespace nlb {
 
-/// One layer's MLP weights: W_fc [d, h], b_fc [h], W_proj [h, d], b_proj [d]; for a linearized
+/// One layer's MLP weights: W_fc [d, h], b_fc [h], W_proj [h, d], b_proj [d]; for a SwiGLU MLP
+/// (ActivationKind::swiglu) W_fc = [W_gate | W_up] [d, 2h], W_proj = W_down [h, d] and no
+/// biases (b_fc, b_proj empty). For a linearized
 /// layer (docs/linearize.md) also its surrogate and gate. `kind` says which parts are set:
 /// full: the MLP only; linear: the surrogate only (the MLP matrices are empty); gated: all.
 /// W_fc and W_proj are in storage S (nlb/core/weight_storage.hpp: float matrices by default; a
@@ -41,25 +43,24 @@ MlpSlot<T, Backend> make_mlp_slot(const ModelConfig& c, MlpWeights<T, S>&& m) {
   static_assert(std::is_same_v<S, storage::f32> || std::is_same_v<S, typename Backend::weights>,
                 "make_mlp_slot: weights in float storage or in the backend's own");
   using Slot = MlpSlot<T, Backend>;
-  const bool tanh = c.activation == ActivationKind::gelu_tanh;
   if (m.kind == MlpKind::linear) {
     return Slot(typename Slot::Surrogate(std::move(m.w_surrogate), std::move(m.b_surrogate)));
   }
-  const auto mlp = [&]<class MlpT>(std::type_identity<MlpT>) {
-    return MlpT(std::move(m.w_fc), std::move(m.b_fc), std::move(m.w_proj), std::move(m.b_proj));
-  };
-  if (m.kind == MlpKind::gated) {
-    typename Slot::Surrogate surrogate(std::move(m.w_surrogate), std::move(m.b_surrogate));
-    typename Slot::Gate gate(std::move(m.gate_weight), m.gate_bias, m.gate_threshold);
-    if (tanh) {
-      return Slot(typename Slot::GatedTanh(mlp(std::type_identity<typename Slot::MlpTanh>{}),
-                                           std::move(surrogate), std::move(gate)));
-    }
-    return Slot(typename Slot::GatedErf(mlp(std::type_identity<typename Slot::MlpErf>{}),
-                                        std::move(surrogate), std::move(gate)));
+  Slot full;
+  if (c.activation == ActivationKind::swiglu) {
+    full = typename Slot::SwiGlu(std::move(m.w_fc), std::move(m.w_proj));
+  } else if (c.activation == ActivationKind::gelu_tanh) {
+    full = typename Slot::MlpTanh(std::move(m.w_fc), std::move(m.b_fc), std::move(m.w_proj),
+                                  std::move(m.b_proj));
+  } else {
+    full = typename Slot::MlpErf(std::move(m.w_fc), std::move(m.b_fc), std::move(m.w_proj),
+                                 std::move(m.b_proj));
   }
-  return tanh ? Slot(mlp(std::type_identity<typename Slot::MlpTanh>{}))
-              : Slot(mlp(std::type_identity<typename Slot::MlpErf>{}));
+  if (m.kind != MlpKind::gated)
+    return full;
+  return Slot::gated(std::move(full),
+                     typename Slot::Surrogate(std::move(m.w_surrogate), std::move(m.b_surrogate)),
+                     typename Slot::Gate(std::move(m.gate_weight), m.gate_bias, m.gate_threshold));
 }
 
 template <class T, class Backend = backend::cpu, class S = storage::f32>
@@ -97,11 +98,12 @@ Transformer<T, Backend> make_transformer(ModelWeights<T, S>&& w) {
   blocks.reserve(w.blocks.size());
   for (auto& b : w.blocks) {
     Slot slot = make_mlp_slot<T, Backend>(c, std::move(b.mlp));
-    blocks.emplace_back(std::move(b.ln1),
-                        DenseAttention<T, Dynamic, Backend>(std::move(b.attention), c.n_heads,
-                                                            c.rotary_dims(), c.rotary_base),
-                        std::move(b.ln2), std::move(slot), c.parallel_residual,
-                        static_cast<T>(c.layer_norm_eps));
+    blocks.emplace_back(
+        std::move(b.ln1),
+        DenseAttention<T, Dynamic, Backend>(std::move(b.attention), c.n_heads, c.rotary_dims(),
+                                            c.rotary_base, c.kv_heads(), c.rope_scaling),
+        std::move(b.ln2), std::move(slot), c.parallel_residual, static_cast<T>(c.layer_norm_eps),
+        /*attn_layer_norm=*/true, c.norm);
   }
   return Transformer<T, Backend>(c, std::move(w.embeddings), std::move(blocks));
 }
@@ -111,45 +113,72 @@ Transformer<T, Backend> make_transformer(const ModelWeights<T, S>& w) {
   return make_transformer<T, Backend>(ModelWeights<T, S>(w));
 }
 
-/// One layer as a fixed-size block: width D, hidden width H and activation Act at compile time.
-/// Throws ShapeError when the weights do not have those sizes, ArgumentError for a linearized
-/// layer (its MLP is not an Mlp; build its block from the parts yourself).
+/// One layer as a fixed-size block: width D, hidden width H and activation Act (GeluTanh,
+/// GeluErf or SwiGlu) at compile time. Throws ShapeError when the weights do not have those
+/// sizes, ArgumentError for a linearized layer (its MLP is not a full MLP; build its block from
+/// the parts yourself) or when the configured MLP is not Act's.
 template <class T, int D, int H, class Act, class Backend = backend::cpu>
 FixedBlock<T, D, H, Act, Backend> make_fixed_block(const ModelConfig& c, const BlockWeights<T>& b) {
   if (b.mlp.kind != MlpKind::full) {
     throw ArgumentError(
         detail::expected_found("make_fixed_block: MLP kind", "full", to_string(b.mlp.kind)));
   }
+  const ActivationKind configured = c.activation;
+  const ActivationKind wanted = std::is_same_v<Act, SwiGlu>     ? ActivationKind::swiglu
+                                : std::is_same_v<Act, GeluTanh> ? ActivationKind::gelu_tanh
+                                                                : ActivationKind::gelu_erf;
+  if (configured != wanted) {
+    throw ArgumentError(detail::expected_found("make_fixed_block: activation", Act::name,
+                                               configured == ActivationKind::swiglu ? "silu"
+                                               : configured == ActivationKind::gelu_tanh
+                                                   ? "gelu_new"
+                                                   : "gelu"));
+  }
+  using FixedMlp = typename fixed_mlp<T, D, H, Act, Backend>::type;
+  const auto mlp = [&] {
+    if constexpr (std::is_same_v<Act, SwiGlu>) {
+      const Index h = b.mlp.w_proj.rows();
+      return FixedMlp(b.mlp.w_fc.leftCols(h), b.mlp.w_fc.rightCols(h), b.mlp.w_proj);
+    } else {
+      return FixedMlp(b.mlp.w_fc, b.mlp.b_fc, b.mlp.w_proj, b.mlp.b_proj);
+    }
+  };
+  // An RMSNorm has no beta; a fixed-size norm still holds d zeros there.
+  const auto norm = [](const LayerNormWeights<T>& n) {
+    return LayerNormWeights<T, D>{n.gamma, n.beta.size() > 0
+                                               ? RowVector<T, D>(n.beta)
+                                               : RowVector<T, D>::Zero(n.gamma.size())};
+  };
   return FixedBlock<T, D, H, Act, Backend>(
-      LayerNormWeights<T, D>{b.ln1.gamma, b.ln1.beta},
+      norm(b.ln1),
       DenseAttention<T, D, Backend>(AttentionWeights<T, D>{b.attention.w_qkv, b.attention.b_qkv,
                                                            b.attention.w_out, b.attention.b_out},
-                                    c.n_heads, c.rotary_dims(), c.rotary_base),
-      LayerNormWeights<T, D>{b.ln2.gamma, b.ln2.beta},
-      Mlp<T, D, H, Act, Backend>(b.mlp.w_fc, b.mlp.b_fc, b.mlp.w_proj, b.mlp.b_proj),
-      c.parallel_residual, static_cast<T>(c.layer_norm_eps));
+                                    c.n_heads, c.rotary_dims(), c.rotary_base, c.kv_heads(),
+                                    c.rope_scaling),
+      norm(b.ln2), mlp(), c.parallel_residual, static_cast<T>(c.layer_norm_eps),
+      /*attn_layer_norm=*/true, c.norm);
 }
 
 /// The embeddings with the compile-time width D (checked).
 template <int D, class T>
 EmbeddingWeights<T, D> make_fixed_embeddings(const EmbeddingWeights<T>& e) {
-  return {e.token, e.position, {e.final_norm.gamma, e.final_norm.beta}, e.unembedding};
+  const auto& n = e.final_norm;  // an RMSNorm's beta is empty: d zeros at a fixed size
+  return {e.token,
+          e.position,
+          {n.gamma,
+           n.beta.size() > 0 ? RowVector<T, D>(n.beta) : RowVector<T, D>::Zero(n.gamma.size())},
+          e.unembedding};
 }
 
 /// The same model as a type: width D, hidden width H, activation Act and N layers fixed at
 /// compile time. Throws ShapeError when the weights do not have those sizes, ArgumentError when
-/// the configured activation is not Act. For per-layer kinds (a linear layer, a gated one), build
-/// the tuple of blocks yourself from make_fixed_block and BasicTransformer.
+/// the configured MLP is not Act's (make_fixed_block). For per-layer kinds (a linear layer, a gated
+/// one), build the tuple of blocks yourself from make_fixed_block and BasicTransformer.
 template <class T, int D, int H, class Act, std::size_t N, class Backend = backend::cpu>
 FixedTransformer<T, D, H, Act, N, Backend> make_fixed_transformer(const ModelWeights<T>& w) {
   const ModelConfig& c = w.config;
   check_dim("make_fixed_transformer: layer count (compile-time)", static_cast<Index>(N),
             c.n_layers);
-  const bool tanh = c.activation == ActivationKind::gelu_tanh;
-  if (tanh != std::is_same_v<Act, GeluTanh>) {
-    throw ArgumentError(detail::expected_found("make_fixed_transformer: activation", Act::name,
-                                               tanh ? "gelu_new" : "gelu"));
-  }
   auto layers = [&]<std::size_t... I>(std::index_sequence<I...>) {
     return std::make_tuple(make_fixed_block<T, D, H, Act, Backend>(c, w.blocks.at(I))...);
   }
