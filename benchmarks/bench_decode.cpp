@@ -63,65 +63,12 @@ namespace {
 using Backend = nlb::backend::cpu;
 using nlb::Index;
 
-constexpr std::size_t kBandwidthFloats = std::size_t{1} << 29;  // 2 GiB
-
-const nlb::AlignedBuffer<float>& bandwidth_buffer() {
-  static const nlb::AlignedBuffer<float> buffer = [] {
-    nlb::AlignedBuffer<float> b(kBandwidthFloats);
-    std::fill(b.data(), b.data() + b.size(), 1.0f);  // touched: no page faults timed
-    return b;
-  }();
-  return buffer;
-}
-
-// Reads the first `floats` of the buffer once with `threads` threads, each summing a contiguous
-// part.
-float read_once(int threads, std::size_t floats) {
-  const auto& buffer = bandwidth_buffer();
-  std::vector<float> sums(static_cast<std::size_t>(threads));
-  std::vector<std::thread> workers;
-  const std::size_t part = floats / static_cast<std::size_t>(threads);
-  auto sum_part = [&](int t) {
-    const float* p = buffer.data() + part * static_cast<std::size_t>(t);
-    sums[static_cast<std::size_t>(t)] = nlb::bench::sum_streams(p, part);
-  };
-  for (int t = 1; t < threads; ++t)
-    workers.emplace_back(sum_part, t);
-  sum_part(0);
-  for (auto& w : workers)
-    w.join();
-  float total = 0;
-  for (float s : sums)
-    total += s;
-  return total;
-}
-
-// Bytes per second of reading `bytes` again and again with `threads` threads (what a decoding
-// step does with its weights): the best of 5 passes after one warm-up, measured once.
-double read_bandwidth(int threads, double bytes) {
-  static std::map<std::pair<int, std::size_t>, double> measured;
-  const std::size_t floats =
-      std::min(kBandwidthFloats, static_cast<std::size_t>(bytes / sizeof(float)) / 64 * 64);
-  const auto key = std::make_pair(threads, floats);
-  if (auto it = measured.find(key); it != measured.end())
-    return it->second;
-  double best = 0;
-  read_once(threads, floats);  // warm
-  for (int pass = 0; pass < 5; ++pass) {
-    const auto start = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(read_once(threads, floats));
-    const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
-    best = std::max(best, static_cast<double>(floats * sizeof(float)) / s.count());
-  }
-  return measured[key] = best;
-}
-
 void BM_read_bandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const std::size_t floats = static_cast<std::size_t>(state.range(1)) << 18;  // MiB
-  read_once(threads, floats);  // first touch of the buffer, not timed
+  nlb::bench::read_once(threads, floats);  // first touch of the buffer, not timed
   for (auto _ : state)
-    benchmark::DoNotOptimize(read_once(threads, floats));
+    benchmark::DoNotOptimize(nlb::bench::read_once(threads, floats));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
                           static_cast<std::int64_t>(floats * sizeof(float)));
 }
@@ -206,9 +153,9 @@ void BM_decode(benchmark::State& state) {
   const double bytes =
       step_bytes(model.config(), static_cast<double>(prompt) + static_cast<double>(steps + 1) / 2,
                  nlb::storage::is_half<Storage> ? 2 : 4);
-  const double bandwidth = read_bandwidth(threads, bytes);
-  const double dram =
-      read_bandwidth(threads, static_cast<double>(kBandwidthFloats * sizeof(float)));
+  const double bandwidth = nlb::bench::read_bandwidth(threads, bytes);
+  const double dram = nlb::bench::read_bandwidth(
+      threads, static_cast<double>(nlb::bench::kBandwidthFloats * sizeof(float)));
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * steps);
   const double tokens_per_second =
       static_cast<double>(steps) * static_cast<double>(state.iterations()) / seconds;

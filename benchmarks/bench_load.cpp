@@ -15,17 +15,34 @@
 //                     resident set (getrusage ru_maxrss) against the float32 weight bytes
 //                     (target: <= 1.15).
 // GPT-2-XL F32 is written sharded (model.safetensors.index.json, 1 GiB shards), the others as
-// one model.safetensors, so both layouts are measured. docs/benchmarks.md has the figures.
+// one model.safetensors, so both layouts are measured.
+//
+// Today's checkpoints at their published shapes, BF16 as the Hub ships them (random weights):
+// Llama-3.2-1B (d 2048, 16 layers, 32 heads over 8 KV heads, SwiGLU 8192, vocabulary 128,256,
+// tied) and Qwen2.5-0.5B (d 896, 24 layers, 14 heads over 2 KV heads, SwiGLU 4864, q/k/v biases,
+// vocabulary 151,936, tied). Besides the four above, kept in BF16 (--weights bf16):
+//   BM_LoadModel<bf16>  load_model<float, with_weights<bf16>>; rss_growth_GB: resident memory
+//                     after the load minus before (the allocator may reuse freed pages).
+//   BM_EvalPeakRss    with --weights bf16, against the BF16 weight bytes.
+//   BM_DecodeBf16/c   prompt 16, then 16 single-token steps, 2 threads: tokens_per_second
+//                     against the read bound (bytes per token: every weight matrix in BF16, the
+//                     tied unembedding once, the KV cache rows; bandwidth of re-reading that many
+//                     bytes, measured in the same run).
+//   BM_Prefill<S>/c   one forward of 128 tokens with logits, 2 threads, weights in S (f32 or
+//                     bf16): tokens/s. benchmarks/torch_llama.py times PyTorch on the same shapes.
+// docs/benchmarks.md has the figures.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -34,6 +51,7 @@
 #include "nlb/io/safetensors_writer.hpp"
 #include "nlb/model/load_model.hpp"
 #include "nlb/model/model_summary.hpp"
+#include "read_bandwidth.hpp"
 
 namespace {
 
@@ -134,6 +152,61 @@ Checkpoint pythia_1b() {
   return c;
 }
 
+// A Llama-family checkpoint: `model_type` "llama" or "qwen2" (q/k/v biases), tied embeddings.
+Checkpoint llama_family(const std::string& name, const std::string& model_type, std::int64_t V,
+                        std::int64_t D, std::int64_t L, std::int64_t H, std::int64_t KV,
+                        std::int64_t I, double theta) {
+  Checkpoint c{name, {}, {}, "models/llama3-style-tokenizer", {"tokenizer.json"}};
+  const std::int64_t hd = D / H;
+  const bool qkv_bias = model_type == "qwen2";
+  auto& t = c.tensors;
+  t.push_back({"model.embed_tokens.weight", {V, D}});
+  for (std::int64_t i = 0; i < L; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    t.push_back({p + "input_layernorm.weight", {D}, false, 1.0f});
+    t.push_back({p + "self_attn.q_proj.weight", {D, D}});
+    t.push_back({p + "self_attn.k_proj.weight", {KV * hd, D}});
+    t.push_back({p + "self_attn.v_proj.weight", {KV * hd, D}});
+    if (qkv_bias) {
+      t.push_back({p + "self_attn.q_proj.bias", {D}, false});
+      t.push_back({p + "self_attn.k_proj.bias", {KV * hd}, false});
+      t.push_back({p + "self_attn.v_proj.bias", {KV * hd}, false});
+    }
+    t.push_back({p + "self_attn.o_proj.weight", {D, D}});
+    t.push_back({p + "post_attention_layernorm.weight", {D}, false, 1.0f});
+    t.push_back({p + "mlp.gate_proj.weight", {I, D}});
+    t.push_back({p + "mlp.up_proj.weight", {I, D}});
+    t.push_back({p + "mlp.down_proj.weight", {D, I}});
+  }
+  t.push_back({"model.norm.weight", {D}, false, 1.0f});
+  c.config = {{"model_type", model_type},
+              {"hidden_size", D},
+              {"num_hidden_layers", L},
+              {"num_attention_heads", H},
+              {"num_key_value_heads", KV},
+              {"intermediate_size", I},
+              {"max_position_embeddings", 4096},  // the published 131,072 / 32,768: unused here
+              {"vocab_size", V},
+              {"rms_norm_eps", 1e-5},
+              {"hidden_act", "silu"},
+              {"rope_theta", theta},
+              {"tie_word_embeddings", true}};
+  if (model_type == "llama")
+    c.config["rope_scaling"] = {{"rope_type", "llama3"},
+                                {"factor", 32.0},
+                                {"low_freq_factor", 1.0},
+                                {"high_freq_factor", 4.0},
+                                {"original_max_position_embeddings", 8192}};
+  return c;
+}
+
+Checkpoint llama_32_1b() {
+  return llama_family("llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 8192, 500000.0);
+}
+Checkpoint qwen25_05b() {
+  return llama_family("qwen2.5-0.5b", "qwen2", 151936, 896, 24, 14, 2, 4864, 1000000.0);
+}
+
 fs::path bench_root() {
   const char* dir = std::getenv("NLB_BENCH_LOAD_DIR");
   return dir != nullptr ? fs::path(dir) : fs::temp_directory_path() / "nlb-bench-load";
@@ -225,7 +298,10 @@ const Case cases[] = {
     {gpt2_xl, DType::F16, 0},
     {pythia_1b, DType::F32, 0},
     {pythia_1b, DType::F16, 0},
+    {llama_32_1b, DType::BF16, 1ull << 30},  // sharded, as the Hub's larger Llama files
+    {qwen25_05b, DType::BF16, 0},
 };
+constexpr long kFirstLlamaCase = 4;
 
 // One case's checkpoint, written (once) and read into the page cache, with its summary and the
 // label both benchmarks print.
@@ -247,15 +323,28 @@ Prepared prepare(const Case& c) {
 }
 
 using MappedWeights = nlb::backend::with_weights<nlb::storage::mapped>;
+using Bf16Weights = nlb::backend::with_weights<nlb::storage::bf16>;
+
+// This process's resident set in bytes (/proc/self/statm).
+double resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  double pages = 0, resident = 0;
+  in >> pages >> resident;
+  return resident * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
 
 template <class Backend>
 void BM_LoadModel(benchmark::State& state) {
   const auto [dir, summary, label] = prepare(cases[state.range(0)]);
+  double growth = 0;
   for (auto _ : state) {
+    const double before = resident_bytes();
     const auto model = nlb::load_model<float, Backend>(dir);
+    growth = std::max(growth, resident_bytes() - before);
     benchmark::DoNotOptimize(&model);
   }
   state.SetLabel(label);
+  state.counters["rss_growth_GB"] = growth / 1e9;
   const double files = static_cast<double>(summary.file_bytes());
   const double weights = static_cast<double>(summary.weight_bytes<float>());
   state.counters["file_GB"] = files / 1e9;
@@ -324,6 +413,7 @@ std::pair<std::uint64_t, int> run_child(const std::vector<std::string>& argv) {
 }
 
 void BM_EvalPeakRss(benchmark::State& state) {
+  const bool bf16 = state.range(0) >= kFirstLlamaCase;  // kept in BF16, as a user would
   const auto [dir, summary, label] = prepare(cases[state.range(0)]);
   if (std::string(NLB_TOOL_PATH).empty()) {
     state.SkipWithError("built without the nlb tool (NLB_BUILD_TOOLS=OFF)");
@@ -331,20 +421,114 @@ void BM_EvalPeakRss(benchmark::State& state) {
   }
   std::uint64_t peak = 0;
   for (auto _ : state) {
-    const auto [rss, status] = run_child({NLB_TOOL_PATH, "eval", "--model", dir.string(), "--text",
-                                          std::string(NLB_SOURCE_DIR) + "/data/kjv-eval.txt",
-                                          "--context", "128", "--max-windows", "2"});
+    std::vector<std::string> argv{
+        NLB_TOOL_PATH,   "eval",
+        "--model",       dir.string(),
+        "--text",        std::string(NLB_SOURCE_DIR) + "/data/kjv-eval.txt",
+        "--context",     "128",
+        "--max-windows", "2"};
+    if (bf16) {
+      argv.push_back("--weights");
+      argv.push_back("bf16");
+    }
+    const auto [rss, status] = run_child(argv);
     if (status != 0) {
       state.SkipWithError(("nlb eval exited with status " + std::to_string(status)).c_str());
       return;
     }
     peak = std::max(peak, rss);
   }
-  state.SetLabel(label);
-  const double weights = static_cast<double>(summary.weight_bytes<float>());
+  state.SetLabel(label + (bf16 ? " --weights bf16" : ""));
+  // The weights as held: float32, or the BF16 matrices (the norms and biases are a rounding error).
+  const double weights = static_cast<double>(summary.weight_bytes<float>()) / (bf16 ? 2.0 : 1.0);
   state.counters["weights_GB"] = weights / 1e9;
   state.counters["peak_rss_GB"] = static_cast<double>(peak) / 1e9;
   state.counters["rss_over_weights"] = static_cast<double>(peak) / weights;
+}
+
+// `n` token ids drawn uniformly below `vocab` (fixed seed).
+std::vector<std::int32_t> random_tokens(nlb::Index n, nlb::Index vocab) {
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(n));
+  std::uint64_t state = 7;
+  for (auto& t : tokens) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    t = static_cast<std::int32_t>((state >> 33) % static_cast<std::uint64_t>(vocab));
+  }
+  return tokens;
+}
+
+// Bytes one decoding step reads at `span` cached positions: every weight matrix in BF16 (the
+// tied unembedding once: the embedding row is one row), the F32 norms and biases, the KV cache.
+double llama_step_bytes(const nlb::ModelConfig& c, double span) {
+  const double d = static_cast<double>(c.d_model), h = static_cast<double>(c.d_hidden);
+  const double kv = static_cast<double>(c.kv_width()), layers = static_cast<double>(c.n_layers);
+  const double matrices =
+      layers * (2 * d * d + 2 * d * kv + 3 * d * h) + static_cast<double>(c.vocab_size) * d;
+  const double vectors = layers * (2 * d + (c.attention_bias ? d + 2 * kv : 0)) + d;
+  return 2 * matrices + 4 * (vectors + layers * 2 * span * kv);
+}
+
+template <class Backend>
+const nlb::Transformer<float, Backend>& llama_model(long i) {
+  static std::map<long, nlb::Transformer<float, Backend>> models;
+  auto it = models.find(i);
+  if (it == models.end())
+    it = models.emplace(i, nlb::load_model<float, Backend>(prepare(cases[i]).dir)).first;
+  return it->second;
+}
+
+void BM_DecodeBf16(benchmark::State& state) {
+  constexpr nlb::Index prompt = 16, steps = 16;
+  constexpr int threads = 2;
+  const long i = state.range(0);
+  const auto& model = llama_model<Bf16Weights>(i);
+  using Model = nlb::Transformer<float, Bf16Weights>;
+  nlb::Context<Bf16Weights> ctx(threads);
+  const auto tokens = random_tokens(prompt + steps, model.config().vocab_size);
+  auto cache = model.make_cache(prompt + steps);
+  Model::Workspace ws;
+  Model::Logits logits;
+  double seconds = 0;
+  for (auto _ : state) {
+    cache.clear();
+    model.forward(ctx, std::span(tokens).first(prompt), logits, ws, nlb::NoTaps{}, &cache);
+    const auto start = std::chrono::steady_clock::now();
+    for (nlb::Index t = prompt; t < prompt + steps; ++t)
+      model.forward(ctx, std::span(tokens).subspan(static_cast<std::size_t>(t), 1), logits, ws,
+                    nlb::NoTaps{}, &cache);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(s);
+    seconds += s;
+  }
+  const double bytes = llama_step_bytes(model.config(), prompt + (steps + 1) / 2.0);
+  const double bandwidth = nlb::bench::read_bandwidth(threads, bytes);
+  const double rate = static_cast<double>(steps * state.iterations()) / seconds;
+  state.SetLabel(prepare(cases[i]).label);
+  state.counters["tokens_per_second"] = rate;
+  state.counters["bytes_per_token_GB"] = bytes / 1e9;
+  state.counters["read_GBps"] = bandwidth / 1e9;
+  state.counters["bound_tokens_per_second"] = bandwidth / bytes;
+  state.counters["pct_of_bound"] = 100 * rate * bytes / bandwidth;
+}
+
+template <class Backend>
+void BM_Prefill(benchmark::State& state) {
+  constexpr nlb::Index length = 128;
+  const long i = state.range(0);
+  const auto& model = llama_model<Backend>(i);
+  nlb::Context<Backend> ctx(2);
+  const auto tokens = random_tokens(length, model.config().vocab_size);
+  typename nlb::Transformer<float, Backend>::Workspace ws;
+  typename nlb::Transformer<float, Backend>::Logits logits;
+  model.forward(ctx, tokens, logits, ws);  // warm-up
+  for (auto _ : state) {
+    model.forward(ctx, tokens, logits, ws);
+    benchmark::DoNotOptimize(logits.data());
+  }
+  state.SetLabel(prepare(cases[i]).label);
+  state.counters["tokens_per_second"] = benchmark::Counter(
+      static_cast<double>(length), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void register_all() {
@@ -352,6 +536,28 @@ void register_all() {
       ->Iterations(3)
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
+  for (long i = kFirstLlamaCase; i < static_cast<long>(std::size(cases)); ++i) {
+    benchmark::RegisterBenchmark("BM_LoadModel<bf16>", BM_LoadModel<Bf16Weights>)
+        ->Arg(i)
+        ->Iterations(3)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_DecodeBf16", BM_DecodeBf16)
+        ->Arg(i)
+        ->Iterations(3)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("BM_Prefill<bf16>", BM_Prefill<Bf16Weights>)
+        ->Arg(i)
+        ->Iterations(3)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_Prefill<f32>", BM_Prefill<nlb::backend::cpu>)
+        ->Arg(i)
+        ->Iterations(3)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
   for (long i = 0; i < static_cast<long>(std::size(cases)); ++i) {
     benchmark::RegisterBenchmark("BM_LoadModel<f32>", BM_LoadModel<nlb::backend::cpu>)
         ->Arg(i)

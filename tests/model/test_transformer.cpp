@@ -319,6 +319,10 @@ BOOST_AUTO_TEST_CASE(kv_cache_decoding_equals_full_recompute) {
       chunk = chunk == 7 ? 1 : chunk + 1;
     }
     BOOST_TEST(cache.length() == 40);
+    // A cache for the positions a run needs: at most n_positions.
+    BOOST_TEST(model.make_cache(40).capacity() == 40);
+    BOOST_TEST(model.make_cache(1 << 30).capacity() == model.config().n_positions);
+    BOOST_TEST(model.make_cache().layers.front().keys.cols() == model.config().kv_width());
     BOOST_TEST_MESSAGE(name << ": KV-cache decoding vs full recompute " << err);
     BOOST_TEST(err <= nlb::test::tol::model_f64_rel);
   }

@@ -371,6 +371,100 @@ BOOST_AUTO_TEST_CASE(real_vocabulary_model_runs_through_budget) {
 }
 #endif
 
+// The Llama family through the whole job: models/tiny-llama (SwiGLU, grouped-query heads, RMSNorm,
+// its own tokenizer.json) through budget, linearize with the budget's gates, eval of the new
+// directory, and spectrum. Not under the sanitizers: as above, the 3 261-way log-sum-exp of every
+// label position is slow there; the dev build runs it in CI.
+#if NLB_WITH_TEXT && !defined(__SANITIZE_ADDRESS__)
+BOOST_AUTO_TEST_CASE(llama_family_model_through_budget_linearize_and_spectrum) {
+  nlb::test::ScratchDir dir{"budget-llama"};
+  const fs::path model = source_dir / "models/tiny-llama";
+  const fs::path eval =
+      dir.write_text("eval.txt", slurp(source_dir / "data/kjv-eval.txt").substr(0, 12000));
+  const fs::path cross =
+      dir.write_text("cross.txt", slurp(source_dir / "data/jargon-eval.txt").substr(0, 12000));
+  // Fit and label texts shorter than the default position counts need: the defaults are scaled
+  // to them, and the report says so.
+  const fs::path fit_text =
+      dir.write_text("fit.txt", slurp(source_dir / "data/kjv-fit.txt").substr(0, 12000));
+  const fs::path label_text =
+      dir.write_text("label.txt", slurp(source_dir / "data/kjv-label.txt").substr(0, 16000));
+  const fs::path out = dir.path / "report";
+  const auto r =
+      run_budget(dir, "--model '" + model.string() + "' --fit-text '" + fit_text.string() +
+                          "' --label-text '" + label_text.string() + "' --eval-text '" +
+                          eval.string() + "' --cross-text '" + cross.string() +
+                          "' --seed 7 --budget-pct 3 --out '" + out.string() + "'");
+  BOOST_TEST_MESSAGE(r.err);
+  BOOST_REQUIRE_EQUAL(r.exit_code, 0);
+  const json report = json::parse(slurp(out / "report.json"));
+  for (const auto& e : schema_errors(report))
+    BOOST_ERROR("schema: " << e);
+  const json& protocol = report.at("protocol");
+  BOOST_TEST(protocol.at("scaled_defaults").is_string());
+  BOOST_TEST(protocol.at("label_tokens").get<int>() < 25000);
+  const double ratio =
+      protocol.at("calibration_tokens").get<double>() / protocol.at("label_tokens").get<double>();
+  BOOST_TEST(std::abs(ratio - 3.0) < 0.5, "calibration/label positions " << ratio);
+  BOOST_TEST(contains(protocol.at("token_format").get<std::string>(), "tokenizer.json"));
+  BOOST_TEST(report.at("model").at("architecture") == "llama");
+  BOOST_TEST(report.at("layers").size() == 4u);
+  BOOST_TEST(report.at("joint").at(0).at("calibration_delta_pct_ci").at(1).get<double>() <= 3.0);
+  const std::string md = slurp(out / "report.md");
+  BOOST_TEST(contains(md, "Scaled defaults"));
+  BOOST_TEST(contains(md, "6·d·h per token"), "the report explains the SwiGLU FLOPs");
+  BOOST_TEST(contains(md, "e is the token embedding alone"));
+  // The report's baseline is `nlb eval`'s perplexity of the same text.
+  const auto eval_run = nlb::test::run_nlb(
+      dir.path, "eval --model '" + model.string() + "' --text '" + eval.string() + "' --json");
+  BOOST_REQUIRE_EQUAL(eval_run.exit_code, 0);
+  const double baseline = json::parse(eval_run.out).at("ppl").get<double>();
+  BOOST_TEST(report.at("baseline_ppl").get<double>() == baseline,
+             boost::test_tools::tolerance(nlb::test::tol::budget_baseline_ppl_rel));
+
+  // linearize with the 3% gates: a directory nlb eval loads, with a gated SwiGLU layer.
+  const std::string gates = report.at("joint").at(0).at("gates_file").get<std::string>();
+  const fs::path linearized = dir.path / "gated";
+  const auto lin = nlb::test::run_nlb(
+      dir.path, "linearize --model '" + model.string() + "' --layers 1 --gates '" +
+                    (out / gates).string() + "' --out '" + linearized.string() + "'");
+  BOOST_TEST_MESSAGE(lin.err);
+  BOOST_REQUIRE_EQUAL(lin.exit_code, 0);
+  const json config = json::parse(slurp(linearized / "config.json"));
+  BOOST_TEST(config.at("nlb_mlp_kinds").at(1) == "gated");
+  const auto gated_eval = nlb::test::run_nlb(
+      dir.path, "eval --model '" + linearized.string() + "' --text '" + eval.string() + "' --json");
+  BOOST_REQUIRE_EQUAL(gated_eval.exit_code, 0);
+  const double gated = json::parse(gated_eval.out).at("ppl").get<double>();
+  BOOST_TEST_MESSAGE("tiny-llama eval PPL " << baseline << ", layer 1 gated " << gated);
+  BOOST_TEST(gated != baseline);
+  BOOST_TEST(std::abs(gated / baseline - 1) < 0.2);
+  // A fitted linear layer from the fit text.
+  const fs::path linear = dir.path / "linear";
+  const auto fit = nlb::test::run_nlb(dir.path, "linearize --model '" + model.string() +
+                                                    "' --layers 0 --fit-positions 2000 --out '" +
+                                                    linear.string() + "'");
+  BOOST_REQUIRE_EQUAL(fit.exit_code, 0);
+  BOOST_TEST(nlb::test::run_nlb(dir.path, "eval --model '" + linear.string() + "' --text '" +
+                                              eval.string() + "' --json")
+                 .exit_code == 0);
+
+  // spectrum: per query head W_Q,h W_K,g(h)^T, the report naming the shared key head.
+  const fs::path spectrum = dir.path / "spectrum";
+  const auto sp = nlb::test::run_nlb(
+      dir.path, "spectrum --model '" + model.string() + "' --text '" + eval.string() +
+                    "' --max-windows 2 --out '" + spectrum.string() + "' --json");
+  BOOST_TEST_MESSAGE(sp.err);
+  BOOST_REQUIRE_EQUAL(sp.exit_code, 0);
+  const json spec = json::parse(sp.out);
+  BOOST_TEST(spec.at("key_value_heads_per_layer") == 2);
+  BOOST_TEST(spec.at("heads").size() == 16u);
+  for (const auto& h : spec.at("heads"))
+    BOOST_TEST(h.at("key_head").get<int>() == h.at("head").get<int>() / 2);
+  BOOST_TEST(contains(slurp(spectrum / "report.md"), "Grouped-query attention"));
+}
+#endif
+
 BOOST_AUTO_TEST_CASE(bad_inputs_fail_cleanly_and_leave_no_report) {
   Inputs in;
   const fs::path out = in.dir.path / "never";

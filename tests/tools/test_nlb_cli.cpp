@@ -107,8 +107,8 @@ std::vector<MalformedCase> malformed_model_cases() {
        with("config_fewer_layers", [](auto&, auto& c) { c["n_layer"] = 3; })},
       {"config_missing_key", "missing config key \"n_embd\"",
        with("config_missing_key", [](auto&, auto& c) { c.erase("n_embd"); })},
-      {"config_unknown_model_type", "found \"llama\"",
-       with("config_unknown_model_type", [](auto&, auto& c) { c["model_type"] = "llama"; })},
+      {"config_unknown_model_type", "found \"falcon\"",
+       with("config_unknown_model_type", [](auto&, auto& c) { c["model_type"] = "falcon"; })},
       {"config_heads_do_not_divide", "multiple of the head count",
        with("config_heads_do_not_divide", [](auto&, auto& c) { c["n_head"] = 3; })},
       {"config_wrong_type", "expected a positive integer",
@@ -156,6 +156,59 @@ std::vector<MalformedCase> malformed_model_cases() {
          return dir;
        }},
   };
+  // The Llama family's keys and names, from the shipped tiny-llama.
+  const fs::path tiny_llama = source_dir / "models/tiny-llama";
+  const TensorMap llama = read_all(tiny_llama / "model.safetensors");
+  const auto llama_config = nlohmann::json::parse(slurp(tiny_llama / "config.json"));
+  auto llama_with = [=](std::string name, std::function<void(TensorMap&, nlohmann::json&)> edit) {
+    return [=] {
+      TensorMap t = llama;
+      nlohmann::json c = llama_config;
+      edit(t, c);
+      return write_model(name, t, c);
+    };
+  };
+  const std::string layer0 = "model.layers.0.self_attn.";
+  std::vector<MalformedCase> llama_cases{
+      {"llama_kv_heads_not_a_divisor", "num_key_value_heads",
+       llama_with("llama_kv_heads_not_a_divisor",
+                  [](auto&, auto& c) { c["num_key_value_heads"] = 3; })},
+      {"llama_rope_scaling_unknown_type", "found \"yarn\"",
+       llama_with("llama_rope_scaling_unknown_type",
+                  [](auto&, auto& c) { c["rope_scaling"]["rope_type"] = "yarn"; })},
+      {"llama_rope_scaling_missing_factor", "missing config key \"factor\"",
+       llama_with("llama_rope_scaling_missing_factor",
+                  [](auto&, auto& c) { c["rope_scaling"].erase("factor"); })},
+      {"llama_mlp_bias", "mlp_bias",
+       llama_with("llama_mlp_bias", [](auto&, auto& c) { c["mlp_bias"] = true; })},
+      {"llama_missing_k_proj", "missing tensor \"" + layer0 + "k_proj.weight\"",
+       llama_with("llama_missing_k_proj",
+                  [=](auto& t, auto&) { t.erase(layer0 + "k_proj.weight"); })},
+      {"llama_v_proj_for_every_head", "tensor \"" + layer0 + "v_proj.weight\": shape",
+       llama_with("llama_v_proj_for_every_head",
+                  [=](auto& t, auto&) {
+                    auto& v = t[layer0 + "v_proj.weight"];  // [48, 96]: 2 KV heads of 24
+                    v.shape = {96, 96};
+                    v.values.resize(96 * 96, 0.0f);
+                  })},
+      {"llama_missing_lm_head", "missing tensor \"lm_head.weight\"",
+       llama_with("llama_missing_lm_head", [](auto& t, auto&) { t.erase("lm_head.weight"); })},
+      {"llama_unexpected_q_bias", "unexpected tensor \"" + layer0 + "q_proj.bias\"",
+       llama_with("llama_unexpected_q_bias",
+                  [=](auto& t, auto&) {
+                    t[layer0 + "q_proj.bias"] = {{96}, std::vector<float>(96, 0.0f)};
+                  })},
+      {"llama_index_missing_shard", "model-00002-of-00002.safetensors",
+       [=] {
+         const fs::path dir = scratch_dir() / "llama_index_missing_shard";
+         fs::create_directories(dir);
+         std::ofstream(dir / "config.json") << llama_config.dump();
+         std::ofstream(dir / "model.safetensors.index.json")
+             << R"({"weight_map": {"model.embed_tokens.weight": "model-00002-of-00002.safetensors"}})";
+         return dir;
+       }},
+  };
+  cases.insert(cases.end(), llama_cases.begin(), llama_cases.end());
   // Every malformed safetensors file of the reader's corpus, as a model's weights.
   for (const auto& entry :
        fs::directory_iterator(source_dir / "tests/fixtures/malformed-safetensors")) {
@@ -624,6 +677,83 @@ BOOST_AUTO_TEST_CASE(tokenize_gives_tiktokens_ids) {
   const auto none = run_nlb("tokenize --tokenizer '" + tiny_gpt2.string() + "' --string x");
   BOOST_TEST(none.exit_code == 2);
   BOOST_TEST(contains(none.err, "no tokenizer files"), none.err);
+}
+
+// The shipped Llama-family model (RMSNorm, SwiGLU, 4 query heads over 2 KV heads, llama3 rope
+// scaling, BF16 weights, its own llama3-style tokenizer.json) through every command that takes
+// text: info names its parts, tokenize gives Hugging Face's token count (the fixture's, from the
+// npm binding), eval and forward give PyTorch's perplexity and logits, generate continues a prompt.
+BOOST_AUTO_TEST_CASE(shipped_llama_model_runs_every_command_from_text) {
+  const fs::path llama = source_dir / "models/tiny-llama";
+  std::ifstream in(source_dir / "tests/fixtures/tiny-llama-ppl.json");
+  BOOST_TEST_REQUIRE(in.good(), "tests/fixtures/tiny-llama-ppl.json is missing");
+  const auto fixture = nlohmann::json::parse(in);
+  const auto& run = fixture.at("runs").at(0);
+  BOOST_TEST_REQUIRE(run.at("max_windows") == 8);
+
+  const auto info = run_nlb("info --model '" + llama.string() + "' --json");
+  BOOST_TEST_REQUIRE(info.exit_code == 0, info.err);
+  const auto i = nlohmann::json::parse(info.out);
+  BOOST_TEST(i.at("architecture") == "llama");
+  BOOST_TEST(i.at("heads") == 4);
+  BOOST_TEST(i.at("key_value_heads") == 2);
+  BOOST_TEST(i.at("norm") == "RMSNorm");
+  BOOST_TEST(contains(i.at("mlp").get<std::string>(), "SwiGLU"));
+  BOOST_TEST(contains(i.at("position").get<std::string>(), "llama3"));
+  const auto text_info = run_nlb("info --model '" + llama.string() + "'");
+  BOOST_TEST(contains(text_info.out, "grouped-query"), text_info.out);
+
+  const auto count = run_nlb("tokenize --model '" + llama.string() + "' --text '" +
+                             eval_text.string() + "' --json");
+  BOOST_TEST_REQUIRE(count.exit_code == 0, count.err);
+  BOOST_TEST(nlohmann::json::parse(count.out).at("count") == run.at("text_tokens"));
+
+  const auto eval = run_nlb("eval --model '" + llama.string() + "' --text '" + eval_text.string() +
+                            "' --context 128 --max-windows 8 --json");
+  BOOST_TEST_REQUIRE(eval.exit_code == 0, eval.err);
+  const auto e = nlohmann::json::parse(eval.out);
+  BOOST_TEST(e.at("predicted_tokens") == run.at("predicted_tokens"));
+  BOOST_TEST(std::abs(e.at("ppl").get<double>() / run.at("ppl").get<double>() - 1) <=
+             nlb::test::tol::model_ppl_rel);
+  // BF16 storage: the checkpoint's own values, so the same perplexity up to float arithmetic.
+  const auto bf16 = run_nlb("eval --model '" + llama.string() + "' --text '" + eval_text.string() +
+                            "' --context 128 --max-windows 8 --json --weights bf16");
+  BOOST_TEST_REQUIRE(bf16.exit_code == 0, bf16.err);
+  BOOST_TEST(std::abs(nlohmann::json::parse(bf16.out).at("ppl").get<double>() /
+                          run.at("ppl").get<double>() -
+                      1) <= nlb::test::tol::model_ppl_rel);
+
+  // forward: the fixture's two windows are the first 256 tokens of the same text.
+  const fs::path out = scratch_dir() / "llama-logits.safetensors";
+  const auto forward =
+      run_nlb("forward --model '" + llama.string() + "' --text '" + eval_text.string() +
+              "' --context 128 --windows 2 --out '" + out.string() + "'");
+  BOOST_TEST_REQUIRE(forward.exit_code == 0, forward.err);
+  const auto written = nlb::io::SafetensorsFile::open(out);
+  BOOST_TEST((written.info("logits").shape == std::vector<std::int64_t>{2, 128, 3261}));
+  const auto ref = nlb::io::SafetensorsFile::open(
+      source_dir / "tests/fixtures/tiny-llama-reference.safetensors");
+  const auto mine = written.read<double>("logits");
+  const auto theirs = ref.read<double>("logits_f64");  // [2, 9, vocab] at logit_positions
+  const auto positions = ref.read<std::int64_t>("logit_positions");
+  const std::size_t vocab = 3261, kept = positions.size();
+  double err = 0, scale = 0;
+  for (std::size_t w = 0; w < 2; ++w)
+    for (std::size_t k = 0; k < kept; ++k)
+      for (std::size_t v = 0; v < vocab; ++v) {
+        const double a = mine[(w * 128 + static_cast<std::size_t>(positions[k])) * vocab + v];
+        const double b = theirs[(w * kept + k) * vocab + v];
+        err = std::max(err, std::abs(a - b));
+        scale = std::max(scale, std::abs(b));
+      }
+  BOOST_TEST(err / scale <= nlb::test::tol::model_f32_rel);
+
+  const auto generated = run_nlb("generate --model '" + llama.string() +
+                                 "' --prompt 'And God said' --max-new-tokens 20 --temperature 0");
+  BOOST_TEST_REQUIRE(generated.exit_code == 0, generated.err);
+  BOOST_TEST(generated.out.rfind("And God said", 0) == 0u, generated.out);
+  BOOST_TEST(generated.out.size() > std::string("And God said").size() + 5);
+  BOOST_TEST_MESSAGE("tiny-llama greedy: " << generated.out);
 }
 
 BOOST_AUTO_TEST_CASE(text_on_a_bpe_model_is_encoded_with_its_tokenizer) {

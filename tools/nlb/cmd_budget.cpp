@@ -192,8 +192,13 @@ BudgetSources budget_sources(const std::string& model_dir, const std::vector<Tok
   sources.label = inputs[1].path;
   sources.eval = inputs[2].path;
   sources.cross = inputs[3].path;
-  sources.token_format =
-      inputs[0].ids ? "token ids (" + std::string(io::to_string(dtype)) + ")" : "bytes";
+  const auto files = text::find_tokenizer_files(model_dir);
+  sources.token_format = inputs[0].ids ? "token ids (" + std::string(io::to_string(dtype)) + ")"
+                         : files == text::TokenizerFiles::tokenizer_json
+                             ? "text, by the model's tokenizer.json"
+                         : files == text::TokenizerFiles::vocab_and_merges
+                             ? "text, by the model's vocab.json and merges.txt"
+                             : "bytes";
   sources.device = device;
   sources.ranks = ranks().size();
   return sources;
@@ -225,6 +230,45 @@ void print_budget_summary(const BudgetReport<float>& report, const std::string& 
               out_dir.c_str(), seconds);
 }
 
+// The protocol's default position counts (PAPERS §A1, §A3: 10,000 fit rows, 25,000 label
+// positions, 3 × that for calibration) need texts of about 100,000 tokens at the default context;
+// a model whose tokenizer packs the shipped texts into fewer tokens (BPE: ~30,000) would fail.
+// When none of the three counts is given, lower them to what the fit and label texts hold, keeping
+// the label/calibration ratio, and return the sentence the report prints; empty when unchanged.
+std::string scale_default_positions(const Args& args, BudgetProtocol& p,
+                                    const std::vector<TokenStream>& inputs) {
+  if (args.has("fit-positions") || args.has("label-positions") || args.has("calibration-positions"))
+    return {};
+  const Index c = p.context;
+  const auto windows_in = [c](const TokenStream& s) {
+    return static_cast<Index>(s.tokens.size()) / c;
+  };
+  const Index fit_windows = windows_in(inputs[0]), label_windows = windows_in(inputs[1]);
+  const bool fit_short = p.fit_windows() > fit_windows;
+  const bool label_short = p.label_windows() + p.calibration_windows() > label_windows;
+  if (!fit_short && !label_short)
+    return {};
+  const Index old_fit = p.fit_tokens, old_label = p.label_tokens, old_cal = p.calibration_tokens;
+  if (fit_short)
+    p.fit_tokens = std::max<Index>(2, fit_windows * c);
+  if (label_short) {
+    // One label window for every three calibration windows, as 25,000 : 75,000.
+    const Index per_quarter = label_windows / 4;
+    p.label_tokens = std::max<Index>(10, per_quarter * (c - 1));
+    p.calibration_tokens = std::max<Index>(10, (label_windows - per_quarter) * (c - 1));
+  }
+  return "The texts hold fewer tokens than the default position counts need (" +
+         std::to_string(inputs[0].tokens.size()) + " fit and " +
+         std::to_string(inputs[1].tokens.size()) + " label-file tokens in windows of " +
+         std::to_string(c) +
+         "), so they were scaled to the texts: " + std::to_string(p.fit_tokens) +
+         " fit positions (default " + std::to_string(old_fit) + "), " +
+         std::to_string(p.label_tokens) + " label positions (default " + std::to_string(old_label) +
+         ") and " + std::to_string(p.calibration_tokens) + " calibration positions (default " +
+         std::to_string(old_cal) +
+         "). Give --fit-positions, --label-positions or --calibration-positions to choose them.";
+}
+
 }  // namespace
 
 int run_budget(const std::vector<std::string>& argv) {
@@ -238,11 +282,15 @@ int run_budget(const std::vector<std::string>& argv) {
   protocol.context = args.integer("context", std::min(protocol.context, model.config().n_positions),
                                   2, model.config().n_positions);
   const auto inputs = read_budget_inputs(args, model.config(), model_dir, dtype);
+  const std::string scaled = scale_default_positions(args, protocol, inputs);
+  if (!scaled.empty() && ranks().leader())
+    std::fprintf(stderr, "nlb budget: %s\n", scaled.c_str());
   std::array<std::string, 4> names;  // "--fit-text FILE": how errors about a set name it
   for (std::size_t i = 0; i < names.size(); ++i)
     names[i] = inputs[i].option + " " + inputs[i].path;
   const auto session = make_session(model, cuda_device_option(args));
-  const BudgetSources sources = budget_sources(model_dir, inputs, dtype, session->runner().name());
+  BudgetSources sources = budget_sources(model_dir, inputs, dtype, session->runner().name());
+  sources.scaled_defaults = scaled;
   // Under MPI every rank runs the pipeline; the forward passes' windows are spread over the
   // ranks and their losses gathered, so every rank holds the whole report (docs/scaling.md).
   AnalysisRunner runner(session->runner());

@@ -60,6 +60,30 @@ TokenizerInfo describe_tokenizer(const std::filesystem::path& dir, const ModelCo
 #endif
 }
 
+// The parts that differ between the families (docs/architectures.md): norm, MLP, key/value
+// heads, positions.
+std::string norm_text(const ModelConfig& c) {
+  return c.norm == NormKind::rms_norm ? "RMSNorm" : "LayerNorm";
+}
+std::string mlp_text(const ModelConfig& c) {
+  return c.activation == ActivationKind::swiglu      ? "SwiGLU (gate, up, down)"
+         : c.activation == ActivationKind::gelu_tanh ? "GELU (tanh)"
+                                                     : "GELU (erf)";
+}
+std::string position_text(const ModelConfig& c) {
+  if (c.rotary_dims() == 0)
+    return c.architecture == Architecture::nlb_sd ? "learned (S-D attention)" : "learned";
+  using Kind = kernels::RopeScaling::Kind;
+  const auto& s = c.rope_scaling;
+  char base[64];
+  std::snprintf(base, sizeof base, "%g", c.rotary_base);
+  return "rotary over " + std::to_string(c.rotary_dims()) + " of " + std::to_string(c.head_dim()) +
+         " head dims, base " + base +
+         (s.kind == Kind::linear   ? ", linear scaling"
+          : s.kind == Kind::llama3 ? ", llama3 scaling"
+                                   : "");
+}
+
 std::string mlp_kinds_text(const ModelConfig& c) {
   Index linear = 0;
   Index gated = 0;
@@ -103,6 +127,10 @@ nlohmann::json info_json(const std::filesystem::path& dir, const ModelSummary& s
           {"layers", c.n_layers},
           {"d_model", c.d_model},
           {"heads", c.n_heads},
+          {"key_value_heads", c.kv_heads()},
+          {"norm", norm_text(c)},
+          {"mlp", mlp_text(c)},
+          {"position", position_text(c)},
           {"d_hidden", c.d_hidden},
           {"context", c.n_positions},
           {"vocab_size", c.vocab_size},
@@ -130,6 +158,9 @@ void print_model_lines(const std::filesystem::path& dir, const ModelSummary& s) 
       static_cast<long long>(c.d_model), static_cast<long long>(c.n_heads),
       static_cast<long long>(c.d_hidden), static_cast<long long>(c.n_positions),
       static_cast<long long>(c.vocab_size), mlp_kinds_text(c).c_str());
+  std::printf("blocks        %s, %s MLP, %lld key/value heads%s; positions %s\n",
+              norm_text(c).c_str(), mlp_text(c).c_str(), static_cast<long long>(c.kv_heads()),
+              c.kv_heads() != c.n_heads ? " (grouped-query)" : "", position_text(c).c_str());
   std::printf("parameters    %s (%s embeddings)\n",
               grouped(static_cast<std::uint64_t>(s.parameters)).c_str(),
               c.tied_embeddings ? "tied" : "separate");

@@ -243,9 +243,10 @@ ModelConfig read_linearize_config(const fs::path& model_dir) {
     throw FormatError(model_dir.string() + ": not a model directory");
   const fs::path config_path = model_dir / "config.json";
   ModelConfig config = read_hf_config(config_path);
-  if (config.architecture != Architecture::gpt2 && config.architecture != Architecture::gpt_neox) {
+  if (config.architecture == Architecture::nlb_sd) {
     throw ArgumentError(config_path.string() +
-                        ": nlb linearize handles model_type \"gpt2\" and \"gpt_neox\"");
+                        ": nlb linearize handles model_type \"gpt2\", \"gpt_neox\" and the Llama "
+                        "family (\"llama\", \"qwen2\", \"mistral\")");
   }
   return config;
 }
@@ -286,12 +287,16 @@ struct MlpTensorNames {
   bool prefixed = false;  // GPT-2 names start with "transformer."
 
   std::string prefix(Index layer) const {
+    const std::string l = std::to_string(layer);
+    if (is_llama_family(config->architecture))
+      return "model.layers." + l + ".mlp.";
     return config->architecture == Architecture::gpt2
-               ? std::string(prefixed ? "transformer." : "") + "h." + std::to_string(layer) +
-                     ".mlp."
-               : "gpt_neox.layers." + std::to_string(layer) + ".mlp.";
+               ? std::string(prefixed ? "transformer." : "") + "h." + l + ".mlp."
+               : "gpt_neox.layers." + l + ".mlp.";
   }
   std::vector<std::string> full() const {
+    if (is_llama_family(config->architecture))
+      return {detail::llama_mlp_tensors.begin(), detail::llama_mlp_tensors.end()};
     return config->architecture == Architecture::gpt2
                ? std::vector<std::string>{"c_fc.weight", "c_fc.bias", "c_proj.weight",
                                           "c_proj.bias"}

@@ -7,7 +7,7 @@ Usage:
       [--steps 150] [--batch 8] [--lr 5e-4] [--seed 0] [--fit-text data/kjv-fit.txt]
       [--eval-text data/kjv-eval.txt] [--base models/tiny-gpt2] [--force]
 
-LIN_DIR is what `nlb linearize` writes (docs/linearize.md): a GPT-2 or GPT-NeoX directory
+LIN_DIR is what `nlb linearize` writes (docs/linearize.md): a GPT-2, GPT-NeoX or Llama-family directory
 whose config.json lists every layer's MLP kind in "nlb_mlp_kinds" ("full", "linear",
 "gated"). A linear layer stores mlp.surrogate.{weight [d, d], bias [d]} (y = x W + b, W as
 [in, out] in both families) instead of its MLP; a gated layer keeps its MLP and adds the
@@ -40,6 +40,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from nlb_reference import hf_layout, protocol, safetensors_io  # noqa: E402
 from nlb_reference.data import read_tokens  # noqa: E402
+from nlb_reference.llama import LlamaConfig  # noqa: E402
 from nlb_reference.models import Gpt2Config, build_model, config_from_hf, context_length  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -100,7 +101,11 @@ class GatedMlp(nn.Module):
 
 
 def blocks(model):
-    return model.transformer.h if isinstance(model.config, Gpt2Config) else model.gpt_neox.layers
+    if isinstance(model.config, Gpt2Config):
+        return model.transformer.h
+    if isinstance(model.config, LlamaConfig):
+        return model.model.layers
+    return model.gpt_neox.layers
 
 
 def width(config) -> int:

@@ -133,7 +133,7 @@ ForwardTiming time_decode(Context<Backend>& ctx, const Transformer<T, Backend>& 
   const Index layers = model.layer_count();
   typename Model::Workspace ws;
   typename Model::Logits logits;
-  auto cache = model.make_cache();
+  auto cache = model.make_cache(steps);
   std::vector<RouteCounts> counts(static_cast<std::size_t>(layers));
   auto token = [&](Index i) { return tokens.subspan(static_cast<std::size_t>(i), 1); };
   auto run_dense = [&] {

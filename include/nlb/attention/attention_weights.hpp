@@ -36,6 +36,47 @@ AttentionWeights<T, D, S> to_weight_storage(AttentionWeights<T, D, From>&& w) {
           to_weight_storage<S>(std::move(w.w_out)), std::move(w.b_out)};
 }
 
+/// The key/value heads of a layer with `n_heads` query heads, read from its w_qkv
+/// [d, d + 2·kv_heads·d_h]: n_heads without grouped-query attention. ShapeError when the width
+/// does not split into whole heads. O(1).
+template <class T, int D, class S>
+Index key_value_heads(const AttentionWeights<T, D, S>& w, Index n_heads) {
+  const Index d = w.w_qkv.rows();
+  const Index dh = n_heads > 0 && d % n_heads == 0 ? d / n_heads : 0;
+  const Index kv = dh > 0 ? (w.w_qkv.cols() - d) / (2 * dh) : 0;
+  if (dh == 0 || kv <= 0 || d + 2 * kv * dh != w.w_qkv.cols() || n_heads % kv != 0) {
+    throw ShapeError(detail::expected_found(
+        "key_value_heads: w_qkv cols (d + 2·d_kv) for " + std::to_string(n_heads) + " heads",
+        "d + 2·kv_heads·d_h with kv_heads dividing the heads", w.w_qkv.cols()));
+  }
+  return kv;
+}
+
+/// The same layer as multi-head attention, w_qkv [d, 3d]: every query head h gets its own copy of
+/// its group's key and value columns (key/value head h / (H / H_kv)), as Hugging Face's repeat_kv
+/// expands them; the weights themselves when there are as many key/value heads as heads. The
+/// attention is unchanged. Float host weights. O(d²).
+template <class T, int D>
+AttentionWeights<T, D> multi_head_weights(const AttentionWeights<T, D>& w, Index n_heads) {
+  const Index kv = key_value_heads(w, n_heads);
+  if (kv == n_heads)
+    return w;
+  const Index d = w.w_qkv.rows(), dh = d / n_heads, group = n_heads / kv;
+  AttentionWeights<T, D> out{RowMatrix<T, D, Dynamic>(d, 3 * d), RowVector<T>(1, 3 * d), w.w_out,
+                             w.b_out};
+  out.w_qkv.leftCols(d) = w.w_qkv.leftCols(d);
+  out.b_qkv.leftCols(d) = w.b_qkv.leftCols(d);
+  for (Index h = 0; h < n_heads; ++h) {
+    const Index g = h / group;
+    for (Index part = 1; part <= 2; ++part) {  // keys, then values
+      const Index from = d + (part - 1) * kv * dh + g * dh, to = part * d + h * dh;
+      out.w_qkv.middleCols(to, dh) = w.w_qkv.middleCols(from, dh);
+      out.b_qkv.middleCols(to, dh) = w.b_qkv.middleCols(from, dh);
+    }
+  }
+  return out;
+}
+
 namespace detail {
 /// ShapeError / ArgumentError unless `w` fits width d (and a compile-time D) with `n_heads`
 /// query heads and `kv_heads` key/value heads (a positive divisor of n_heads; w_qkv [d, d + 2·d_kv]

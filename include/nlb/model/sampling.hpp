@@ -92,7 +92,8 @@ template <class Model, class OnToken>
 std::vector<std::int32_t> generate(Context<typename Model::backend_type>& ctx, const Model& model,
                                    std::span<const std::int32_t> prompt, Index count,
                                    TokenSampler& sampler, OnToken&& on_token) {
-  auto cache = model.make_cache();
+  // Room for the prompt and the new tokens only (at most n_positions).
+  auto cache = model.make_cache(static_cast<Index>(prompt.size()) + std::max<Index>(count, 1));
   typename Model::Workspace ws;
   typename Model::Logits logits;
   const auto last_row = [&] {

@@ -6,6 +6,7 @@
 // Calls the ops by qualified name: nlb/cuda.cuh must come first (nlb/cuda/ops.cuh checks).
 #define NLB_OPS_CALLERS_INCLUDED
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <tuple>
@@ -250,10 +251,14 @@ class BasicTransformer {
     ops::gemm_nt(ctx, x, u, logits, ws.head);  // [T, vocab]
   }
 
-  /// A KV cache sized for this model (n_positions positions of the key/value width, kv_width: d,
-  /// or fewer columns with grouped-query attention) in the backend's memory.
-  Cache make_cache() const {
-    return Cache(config_.n_layers, config_.n_positions, config_.kv_width());
+  /// A KV cache for `capacity` positions (0 or more than n_positions: n_positions) of the
+  /// key/value width, kv_width (d, or fewer columns with grouped-query attention), in the
+  /// backend's memory: n_layers · capacity · kv_width · 2 values, allocated now. Size it for the
+  /// positions a run needs: a Llama 3.2 1B at its 131,072 positions would take 8.6 GB.
+  Cache make_cache(Index capacity = 0) const {
+    const Index positions =
+        capacity > 0 ? std::min(capacity, config_.n_positions) : config_.n_positions;
+    return Cache(config_.n_layers, positions, config_.kv_width());
   }
 
   const ModelConfig& config() const { return config_; }

@@ -59,6 +59,8 @@ std::string budget_md_passes(const BudgetReport<float>& r, const BudgetSources& 
              : std::string())
      << ". Intervals: paired bootstrap over eval windows, " << p.bootstrap_resamples
      << " resamples, seed " << p.seed << ", 95%.\n\n";
+  if (!src.scaled_defaults.empty())
+    md << "**Scaled defaults.** " << src.scaled_defaults << "\n\n";
   return md.str();
 }
 
@@ -96,7 +98,12 @@ std::string budget_md_probes(const BudgetReport<float>& r) {
      << "Held-out AUC of the same gate on the embedding e, on the context part c = x − e and on "
         "x; no-fly lists (mean delta > "
      << p.no_fly_delta << " over ≥ " << p.no_fly_min_count
-     << " occurrences) on the eval file vs the cross file.\n\n"
+     << " occurrences) on the eval file vs the cross file."
+     << (r.config.rotary_dims() > 0
+             ? " This model has no position embedding (its positions enter by rotating q and k "
+               "inside attention), so e is the token embedding alone."
+             : "")
+     << "\n\n"
      << "| layer | AUC e | AUC c | AUC x | tokens in both | r(eval, cross) | no-fly eval | "
         "no-fly cross | on both |\n|---|---|---|---|---|---|---|---|---|\n";
   for (Index l = 0; l < r.config.n_layers; ++l) {

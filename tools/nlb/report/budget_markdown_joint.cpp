@@ -154,9 +154,15 @@ std::string budget_md_joint(const BudgetReport<float>& r) {
   md << "## Joint gating, measured jointly (PAPERS §A7)\n\n"
      << "All gates on at once. " << joint_search_text(r)
      << ". Label Δ%: the positions the gates were fitted on; calibration Δ%: the calibration "
-        "split; eval Δ%: text the calibration never saw, with every gate on. FLOPs: PAPERS §A5. "
-        "Time: median of "
-     << p.timing_repetitions << " alternating repetitions over "
+        "split; eval Δ%: text the calibration never saw, with every gate on. FLOPs: PAPERS §A5"
+     << (r.config.mlp_matrices() == 3
+             ? " generalised to the SwiGLU MLP: a dense MLP costs 6·d·h per token (W_gate, W_up "
+               "and W_down, three d×h products) against 4·d·h for a two-matrix MLP, and its "
+               "surrogate still 2·d², so a linear row saves 6·d·h − 2·d² (here d = " +
+                   std::to_string(r.config.d_model) + ", h = " + std::to_string(r.config.d_hidden) +
+                   ")"
+             : std::string())
+     << ". Time: median of " << p.timing_repetitions << " alternating repetitions over "
      << std::min(p.timing_windows, r.eval.windows)
      << " eval windows (prefill), and of decoding the first " << std::min(p.decode_steps, p.context)
      << " eval tokens one at a time through the KV cache (decode), this machine, this run.\n\n"

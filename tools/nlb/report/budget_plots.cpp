@@ -178,10 +178,12 @@ std::pair<double, double> across_layer_saving(const BudgetReport<float>& r, cons
                                               std::size_t l) {
   const auto& a = *r.across;
   const auto d = static_cast<double>(r.config.d_model), h = static_cast<double>(r.config.d_hidden);
-  const double own = a.options[l].flops_per_token + flops::dense_mlp_per_token(d, h);
-  const double gate_saved = res.gate_fractions[l] > 0 ? flops::mlp_saving_per_token(
-                                                            d, h, res.eval_layer_linear_fraction[l])
-                                                      : 0.0;
+  const auto m = static_cast<double>(r.config.mlp_matrices());
+  const double own = a.options[l].flops_per_token + flops::dense_mlp_per_token(d, h, m);
+  const double gate_saved =
+      res.gate_fractions[l] > 0
+          ? flops::mlp_saving_per_token(d, h, res.eval_layer_linear_fraction[l], m)
+          : 0.0;
   double attn_saved = 0;
   for (const auto& opt : a.options[l].options)
     if (opt.conversion == res.attention[l] && opt.parameter == res.attention_parameter[l])

@@ -19,6 +19,9 @@ struct BudgetSources {
   std::string token_format;    // "bytes" or "u16"/"u32" token ids
   std::string device = "cpu";  // where the forward passes and timings ran: "cpu" or "cuda"
   int ranks = 1;               // processes the forward passes were spread over (MPI ranks)
+  // Set when nlb budget lowered its default position counts to what the texts hold (the
+  // sentence the report prints); empty when the defaults or the user's counts were used.
+  std::string scaled_defaults;
 };
 
 /// The columns of layers.csv, in order.

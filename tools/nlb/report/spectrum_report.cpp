@@ -26,6 +26,7 @@ const char* qk_bias_name(BiasTreatment b) {
 json head_json(const HeadSpectrum& h) {
   return {{"layer", h.layer},
           {"head", h.head},
+          {"key_head", h.key_head},
           {"kind", kind_name(h.kind)},
           {"skew_energy_fraction", h.skew_energy_fraction},
           {"skew_planes_90", h.skew.planes_90},
@@ -218,6 +219,7 @@ json spectrum_report_json(const SpectrumReport& s) {
   j["architecture"] = to_string(s.config.architecture);
   j["layers"] = s.config.n_layers;
   j["heads_per_layer"] = s.config.n_heads;
+  j["key_value_heads_per_layer"] = s.config.kv_heads();
   j["d_model"] = s.config.d_model;
   j["head_dim"] = s.config.head_dim();
   j["qk_bias"] = s.sd() ? json(nullptr) : json(qk_bias_name(s.bias));
@@ -247,6 +249,14 @@ std::string spectrum_report_markdown(const SpectrumReport& s) {
      << (s.rotary() ? "- Rotary heads: the spectrum is that of the position-free form above "
                       "(relative offset 0), as in the paper.\n"
                     : "")
+     << (s.config.kv_heads() != s.config.n_heads
+             ? "- Grouped-query attention: " + std::to_string(s.config.kv_heads()) +
+                   " key/value heads for " + std::to_string(s.config.n_heads) +
+                   " query heads, so query head h reads key head g(h) = h / " +
+                   std::to_string(s.config.n_heads / s.config.kv_heads()) +
+                   " and its matrix is W_Q,h W_K,g(h)^T; the heads of one group share their "
+                   "key factor (\"key_head\" in spectrum.json).\n"
+             : std::string())
      << "- Effective rank: exp(H(s²/Σs²)) over the skew part's singular values (each ± pair "
         "counted twice, so one rotation plane is rank 2); rank for 90% = 2 × planes for 90% of "
         "the skew energy.\n\n"

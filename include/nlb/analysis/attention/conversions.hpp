@@ -175,7 +175,9 @@ LayerForms<T> layer_forms(const Attn& attn) {
                          attn.weights().w_qkv;
                          attn.rotary_dims();
                        }) {
-    const auto& w = attn.weights();
+    // Grouped-query heads as multi-head attention (each query head its own copy of its group's
+    // keys and values): the same layer, with per-head V columns for the converted forms.
+    const auto w = multi_head_weights(attn.weights(), attn.heads());
     const Index d = attn.features();
     LayerForms<T> out;
     for (Index h = 0; h < attn.heads(); ++h) {
@@ -298,19 +300,21 @@ ConversionReport measure_attention_conversions(
   const auto& model = runner.model();
   const Index layers = model.layer_count();
   std::vector<LayerForms<T>> forms;
-  bool rotary = false, sd = false;
+  bool rotary = false, sd = false, grouped = false;
   Index max_rank = 0;
   for (Index l = 0; l < layers; ++l) {
     const auto& attn = model.layers()[static_cast<std::size_t>(l)].attention();
     forms.push_back(layer_forms<T>(attn));
     rotary = rotary || forms.back().rotary;
     sd = sd || !attn.template holds<typename Slot::Dense>();
+    grouped = grouped || (!sd && attn.template get<typename Slot::Dense>().kv_heads() !=
+                                     attn.template get<typename Slot::Dense>().heads());
     for (const auto& f : forms.back().heads)
       max_rank = std::max(max_rank, f.max_skew_rank());
   }
   ConversionReport report;
   const bool factored_ok = !rotary;
-  const bool linear_ok = !sd;
+  const bool linear_ok = !sd && !grouped;
   const std::vector<Index> ranks =
       factored_ok ? skew_truncation_ranks(max_rank) : std::vector<Index>{};
   const Index total = 1 + static_cast<Index>(ranks.size()) + (linear_ok ? layers : 0) +
@@ -368,14 +372,19 @@ ConversionReport measure_attention_conversions(
                               .attention()
                               .template get<typename Slot::Dense>();
       linear.emplace_back(LinearAttention<T, Dynamic, Backend>(
-          dense.weights(), dense.heads(), dense.rotary_dims(), dense.rotary_base()));
+          dense.weights(), dense.heads(), dense.rotary_dims(), dense.rotary_base(),
+          dense.kv_heads(), dense.rope_scaling()));
     }
     for (Index k = 1; k <= layers; ++k)
       add("linear_first_layers", k, linear, k);
-  } else {
+  } else if (sd) {
     report.not_applicable.push_back(
         "linear_first_layers: S-D layers have no query/key projections, so there are no q, k for "
         "ELU+1 linear attention");
+  } else {
+    report.not_applicable.push_back(
+        "linear_first_layers: grouped-query heads share keys and values, which ELU+1 linear "
+        "attention (one state per head) does not take");
   }
   if (factored_ok) {
     if (!sd) {

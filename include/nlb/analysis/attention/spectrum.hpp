@@ -65,6 +65,7 @@ enum class HeadKind {
 struct HeadSpectrum {
   Index layer = 0;
   Index head = 0;
+  Index key_head = 0;  // the key/value head whose keys it reads (grouped-query: head / group)
   HeadKind kind = HeadKind::standard;
   SkewSpectrum skew;
   SymmetricSpectrum symmetric;
@@ -175,7 +176,9 @@ HeadSpectrum skew_diagonal_spectrum(const detail::DenseOf<Matrix>& u,
 }
 
 /// Head h's query and key factors W̃_Q, W̃_K [n, d_h] from a layer's weights: Q columns
-/// [h·d_h, (h+1)·d_h) of w_qkv, K columns d + the same; with BiasTreatment::homogeneous a last
+/// [h·d_h, (h+1)·d_h) of w_qkv, K columns d + g·d_h onwards with g = h / (H / H_kv) the head's
+/// key/value head (g = h without grouped-query attention, H_kv read from w_qkv's width
+/// d + 2·H_kv·d_h); with BiasTreatment::homogeneous a last
 /// row holds b_Q / b_K (n = d + 1), else n = d. The head's scores are q_i·k_j = x̃_i W̃_Q W̃_Kᵀ x̃_jᵀ
 /// (before rotary). Throws ShapeError for a head out of range or weights that do not fit.
 template <class T, int D>
@@ -183,25 +186,26 @@ std::pair<Eigen::MatrixXd, Eigen::MatrixXd> head_score_factors(const AttentionWe
                                                                Index n_heads, Index head,
                                                                BiasTreatment bias) {
   const Index d = w.w_qkv.rows();
-  check_dim("head_score_factors: w_qkv cols (3d)", 3 * d, w.w_qkv.cols());
-  check_dim("head_score_factors: b_qkv size (3d)", 3 * d, w.b_qkv.size());
   if (n_heads <= 0 || d % n_heads != 0) {
     throw ShapeError(detail::expected_found("head_score_factors: head count",
                                             "a positive divisor of d = " + std::to_string(d),
                                             n_heads));
   }
+  const Index kv_heads = key_value_heads(w, n_heads);
+  check_dim("head_score_factors: b_qkv size (w_qkv cols)", w.w_qkv.cols(), w.b_qkv.size());
   if (head < 0 || head >= n_heads) {
     throw ShapeError(detail::expected_found("head_score_factors: head",
                                             "in [0, " + std::to_string(n_heads) + ")", head));
   }
   const Index dh = d / n_heads;
+  const Index key = d + (head / (n_heads / kv_heads)) * dh;  // the key head's first column
   const Index n = bias == BiasTreatment::homogeneous ? d + 1 : d;
   Eigen::MatrixXd q(n, dh), k(n, dh);
   q.topRows(d) = w.w_qkv.middleCols(head * dh, dh).template cast<double>();
-  k.topRows(d) = w.w_qkv.middleCols(d + head * dh, dh).template cast<double>();
+  k.topRows(d) = w.w_qkv.middleCols(key, dh).template cast<double>();
   if (bias == BiasTreatment::homogeneous) {
     q.row(d) = w.b_qkv.middleCols(head * dh, dh).template cast<double>();
-    k.row(d) = w.b_qkv.middleCols(d + head * dh, dh).template cast<double>();
+    k.row(d) = w.b_qkv.middleCols(key, dh).template cast<double>();
   }
   return {std::move(q), std::move(k)};
 }
@@ -217,6 +221,7 @@ HeadSpectrum attention_head_spectrum(const AttentionWeights<T, D>& w, Index n_he
   const auto [q, k] = head_score_factors(w, n_heads, head, bias);
   HeadSpectrum h = bilinear_spectrum(q, k, fraction);
   h.head = head;
+  h.key_head = head / (n_heads / key_value_heads(w, n_heads));
   h.position_free = rotary;
   h.bias_included = bias == BiasTreatment::homogeneous;
   return h;

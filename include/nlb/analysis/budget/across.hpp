@@ -28,7 +28,8 @@ namespace nlb {
 /// windows of `context` tokens (a query attends to s = (context + 1) / 2 positions on average; a
 /// multiply-add counts 2; O(d) terms such as biases, rotary, softmax and filters' scaling are not
 /// counted), with d the width, d_h = d / H:
-///   dense:    8d² (Q, K, V, output) + Σ_h 4·s·d_h (scores and mix)
+///   dense:    4d² (Q, output) + 4·d·d_kv (K, V; d_kv = d without grouped-query heads)
+///             + Σ_h 4·s·d_h (scores and mix)
 ///   S–D:      4d² (V, output) + Σ_h [4·d·R_h (routing features, query and key side)
 ///             + 2·s·(d + R_h) (scores: the filter term is d wide, whatever the filter)
 ///             + 2·s·d_h (mix)], R_h the head's routing rank
@@ -47,7 +48,8 @@ double attention_flops_per_token(const AttentionSlot<T, Backend>& attn, Index co
       [&](const auto& a) -> double {
         using Kind = std::decay_t<decltype(a)>;
         if constexpr (std::is_same_v<Kind, typename Slot::Dense>) {
-          return 8.0 * d * d + heads * 4.0 * s * dh;
+          const double kv = static_cast<double>(a.kv_width());
+          return 4.0 * d * d + 4.0 * d * kv + heads * 4.0 * s * dh;
         } else if constexpr (std::is_same_v<Kind, typename Slot::Linear>) {
           const double c =
               static_cast<double>(std::min<Index>(ops::linear_attention_chunk, context));
@@ -148,9 +150,15 @@ std::vector<LayerAttentionOptions<T, Backend>> attention_options(
     };
     if (attn.template holds<typename Slot::Dense>()) {
       const auto& dense = attn.template get<typename Slot::Dense>();
-      add("linear", 0,
-          Slot(typename Slot::Linear(dense.weights(), dense.heads(), dense.rotary_dims(),
-                                     dense.rotary_base())));
+      if (dense.kv_heads() != dense.heads()) {
+        layer.not_applicable.push_back(
+            "linear: grouped-query heads (several query heads share one key/value head)");
+      } else {
+        add("linear", 0,
+            Slot(typename Slot::Linear(dense.weights(), dense.heads(), dense.rotary_dims(),
+                                       dense.rotary_base(), dense.kv_heads(),
+                                       dense.rope_scaling())));
+      }
       if (dense.rotary_dims() > 0) {
         layer.not_applicable.push_back(
             "skew_rank, symmetric_*: rotary heads have no fixed bilinear score form");

@@ -81,7 +81,8 @@ AcrossStage<T> run_across_stage(VariantRunner<T>& runner, const SurrogateFit<T>&
       detail::calibration_measure(runner, label_tokens, label.windows, protocol, obs);
   const std::function<double(double)> mlp_saving = [&](double f) {
     return flops::mlp_saving_per_token(static_cast<double>(cfg.d_model),
-                                       static_cast<double>(cfg.d_hidden), f);
+                                       static_cast<double>(cfg.d_hidden), f,
+                                       static_cast<double>(cfg.mlp_matrices()));
   };
   out.groups = across_groups(label.cost_curves, mlp_saving, out.options, measure_cal);
   const auto gates = label.plain_gates();
@@ -116,9 +117,10 @@ AcrossStage<T> run_across_stage(VariantRunner<T>& runner, const SurrogateFit<T>&
   double own_attention = 0;
   for (const auto& o : out.options)
     own_attention += o.flops_per_token;
-  const double dense_mlps =
-      static_cast<double>(layers) * flops::dense_mlp_per_token(static_cast<double>(cfg.d_model),
-                                                               static_cast<double>(cfg.d_hidden));
+  const double dense_mlps = static_cast<double>(layers) *
+                            flops::dense_mlp_per_token(static_cast<double>(cfg.d_model),
+                                                       static_cast<double>(cfg.d_hidden),
+                                                       static_cast<double>(cfg.mlp_matrices()));
   const double forward =
       own_attention + dense_mlps +
       2.0 * static_cast<double>(cfg.d_model) * static_cast<double>(cfg.vocab_size);

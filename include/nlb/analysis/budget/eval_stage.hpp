@@ -127,9 +127,10 @@ EvalStage run_eval_stage(VariantRunner<T>& runner, const SurrogateFit<T>& fit,
     }
     const auto& cfg = model.config();
     const flops::TransformerShape shape{
-        static_cast<double>(cfg.d_model), static_cast<double>(cfg.d_hidden),
-        static_cast<double>(layers), 0.5 * static_cast<double>(ctx + 1),
-        static_cast<double>(cfg.vocab_size)};
+        static_cast<double>(cfg.d_model),    static_cast<double>(cfg.d_hidden),
+        static_cast<double>(layers),         0.5 * static_cast<double>(ctx + 1),
+        static_cast<double>(cfg.vocab_size), static_cast<double>(cfg.mlp_matrices()),
+        static_cast<double>(cfg.kv_width())};
     for (std::size_t b = 0; b < label->joint.size(); ++b) {
       const std::size_t v = all + 1 + static_cast<std::size_t>(layers) + b;
       EvalJoint j;

@@ -144,7 +144,8 @@ void run_joint_calibration(VariantRunner<T>& runner, const SurrogateFit<T>& fit,
   const auto& cfg = model.config();
   const auto mlp_saving = [&](double f) {
     return flops::mlp_saving_per_token(static_cast<double>(cfg.d_model),
-                                       static_cast<double>(cfg.d_hidden), f);
+                                       static_cast<double>(cfg.d_hidden), f,
+                                       static_cast<double>(cfg.mlp_matrices()));
   };
   const auto saving = [&](std::size_t l, Index, const JointMeasurement& m) {
     return mlp_saving(m.layer_linear_fraction[l]);
