@@ -83,22 +83,23 @@ void check_perplexity(const std::string& name, bool full) {
   BOOST_TEST(checked >= 1);
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(tiny_gpt2_matches_pytorch) {
+// The shipped model `name` in float and in double against its fixture, with the table's bounds.
+void check_float_and_double(const std::string& name) {
   namespace tol = nlb::test::tol;
-  check_against_fixture<float>("tiny-gpt2", tol::model_f32_rel, tol::model_f32_rel,
+  check_against_fixture<float>(name, tol::model_f32_rel, tol::model_f32_rel,
                                tol::model_loss_f32_abs);
-  check_against_fixture<double>("tiny-gpt2", tol::model_f64_rel, tol::fixture_f32_storage_rel,
+  check_against_fixture<double>(name, tol::model_f64_rel, tol::fixture_f32_storage_rel,
                                 tol::model_loss_f64_abs);
 }
 
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(tiny_gpt2_matches_pytorch) {
+  check_float_and_double("tiny-gpt2");
+}
+
 BOOST_AUTO_TEST_CASE(tiny_neox_matches_pytorch) {
-  namespace tol = nlb::test::tol;
-  check_against_fixture<float>("tiny-neox", tol::model_f32_rel, tol::model_f32_rel,
-                               tol::model_loss_f32_abs);
-  check_against_fixture<double>("tiny-neox", tol::model_f64_rel, tol::fixture_f32_storage_rel,
-                                tol::model_loss_f64_abs);
+  check_float_and_double("tiny-neox");
 }
 
 // tiny-llama: RMSNorm, SwiGLU, 4 query heads over 2 KV heads, llama3 rope scaling, untied head.
@@ -107,10 +108,7 @@ BOOST_AUTO_TEST_CASE(tiny_neox_matches_pytorch) {
 // meets the same bound.
 BOOST_AUTO_TEST_CASE(tiny_llama_matches_pytorch) {
   namespace tol = nlb::test::tol;
-  check_against_fixture<float>("tiny-llama", tol::model_f32_rel, tol::model_f32_rel,
-                               tol::model_loss_f32_abs);
-  check_against_fixture<double>("tiny-llama", tol::model_f64_rel, tol::fixture_f32_storage_rel,
-                                tol::model_loss_f64_abs);
+  check_float_and_double("tiny-llama");
   nlb::test::check_model_against_fixture<float, nlb::backend::with_weights<nlb::storage::bf16>>(
       model_dir("tiny-llama"), fixture("tiny-llama-reference.safetensors"), tol::model_f32_rel,
       tol::model_f32_rel, tol::model_loss_f32_abs);

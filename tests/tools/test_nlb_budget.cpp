@@ -334,6 +334,16 @@ BOOST_AUTO_TEST_CASE(attention_spends_one_budget_across_mlp_and_attention) {
   BOOST_CHECK(!fs::exists(in.dir.path / "g"));
 }
 
+namespace {
+// The first `bytes` of the shipped eval text and of the second corpus, written to `dir` (used by
+// the tests that the sanitizer build leaves out).
+[[maybe_unused]] std::pair<fs::path, fs::path> short_eval_and_cross(
+    const nlb::test::ScratchDir& dir, std::size_t bytes) {
+  return {dir.write_text("eval.txt", slurp(source_dir / "data/kjv-eval.txt").substr(0, bytes)),
+          dir.write_text("cross.txt", slurp(source_dir / "data/jargon-eval.txt").substr(0, bytes))};
+}
+}  // namespace
+
 // Not under the sanitizers (asan preset): the 50 257-way log-sum-exp of every position is
 // instrumented there and the run takes tens of minutes; the dev build runs it in CI.
 #if NLB_WITH_TEXT && !defined(__SANITIZE_ADDRESS__)
@@ -343,10 +353,7 @@ BOOST_AUTO_TEST_CASE(real_vocabulary_model_runs_through_budget) {
   // tokens each.
   nlb::test::ScratchDir dir{"budget-bpe"};
   const fs::path model = source_dir / "models/tiny-gpt2-bpe";
-  const fs::path eval =
-      dir.write_text("eval.txt", slurp(source_dir / "data/kjv-eval.txt").substr(0, 8000));
-  const fs::path cross =
-      dir.write_text("cross.txt", slurp(source_dir / "data/jargon-eval.txt").substr(0, 8000));
+  const auto [eval, cross] = short_eval_and_cross(dir, 8000);
   const fs::path out = dir.path / "report";
   const auto r = run_budget(dir, "--model '" + model.string() +
                                      "' --fit-positions 1000 --label-positions 2000 "
@@ -379,10 +386,7 @@ BOOST_AUTO_TEST_CASE(real_vocabulary_model_runs_through_budget) {
 BOOST_AUTO_TEST_CASE(llama_family_model_through_budget_linearize_and_spectrum) {
   nlb::test::ScratchDir dir{"budget-llama"};
   const fs::path model = source_dir / "models/tiny-llama";
-  const fs::path eval =
-      dir.write_text("eval.txt", slurp(source_dir / "data/kjv-eval.txt").substr(0, 12000));
-  const fs::path cross =
-      dir.write_text("cross.txt", slurp(source_dir / "data/jargon-eval.txt").substr(0, 12000));
+  const auto [eval, cross] = short_eval_and_cross(dir, 12000);
   // Fit and label texts shorter than the default position counts need: the defaults are scaled
   // to them, and the report says so.
   const fs::path fit_text =

@@ -74,17 +74,27 @@ struct MalformedCase {
   std::function<fs::path()> make;
 };
 
-std::vector<MalformedCase> malformed_model_cases() {
-  const TensorMap good = read_all(tiny_gpt2 / "model.safetensors");
-  const auto config = nlohmann::json::parse(slurp(tiny_gpt2 / "config.json"));
-  auto with = [=](std::string name, std::function<void(TensorMap&, nlohmann::json&)> edit) {
+using Edit = std::function<void(TensorMap&, nlohmann::json&)>;
+
+// A maker of edited copies of the model in `source`: with(name, edit) is a function that writes
+// scratch/<name>, the source's tensors and config changed by `edit`.
+std::function<std::function<fs::path()>(std::string, Edit)> edited_copies(const fs::path& source) {
+  const TensorMap tensors = read_all(source / "model.safetensors");
+  const auto config = nlohmann::json::parse(slurp(source / "config.json"));
+  return [=](std::string name, Edit edit) -> std::function<fs::path()> {
     return [=] {
-      TensorMap t = good;
+      TensorMap t = tensors;
       nlohmann::json c = config;
       edit(t, c);
       return write_model(name, t, c);
     };
   };
+}
+
+std::vector<MalformedCase> malformed_model_cases() {
+  const TensorMap good = read_all(tiny_gpt2 / "model.safetensors");
+  const auto config = nlohmann::json::parse(slurp(tiny_gpt2 / "config.json"));
+  const auto with = edited_copies(tiny_gpt2);
   std::vector<MalformedCase> cases{
       {"missing_tensor", "missing tensor \"transformer.h.0.ln_1.weight\"",
        with("missing_tensor", [](auto& t, auto&) { t.erase("transformer.h.0.ln_1.weight"); })},
@@ -158,16 +168,8 @@ std::vector<MalformedCase> malformed_model_cases() {
   };
   // The Llama family's keys and names, from the shipped tiny-llama.
   const fs::path tiny_llama = source_dir / "models/tiny-llama";
-  const TensorMap llama = read_all(tiny_llama / "model.safetensors");
   const auto llama_config = nlohmann::json::parse(slurp(tiny_llama / "config.json"));
-  auto llama_with = [=](std::string name, std::function<void(TensorMap&, nlohmann::json&)> edit) {
-    return [=] {
-      TensorMap t = llama;
-      nlohmann::json c = llama_config;
-      edit(t, c);
-      return write_model(name, t, c);
-    };
-  };
+  const auto llama_with = edited_copies(tiny_llama);
   const std::string layer0 = "model.layers.0.self_attn.";
   std::vector<MalformedCase> llama_cases{
       {"llama_kv_heads_not_a_divisor", "num_key_value_heads",
