@@ -337,6 +337,17 @@ BOOST_AUTO_TEST_CASE(attention_spends_one_budget_across_mlp_and_attention) {
 namespace {
 // The first `bytes` of the shipped eval text and of the second corpus, written to `dir` (used by
 // the tests that the sanitizer build leaves out).
+// The report.json of a budget run `r` that wrote `out`, after checking that it succeeded and that
+// the report meets the schema.
+[[maybe_unused]] json checked_report(const nlb::test::CliResult& r, const fs::path& out) {
+  BOOST_TEST_MESSAGE(r.err);
+  BOOST_REQUIRE_EQUAL(r.exit_code, 0);
+  const json report = json::parse(slurp(out / "report.json"));
+  for (const auto& e : schema_errors(report))
+    BOOST_ERROR("schema: " << e);
+  return report;
+}
+
 [[maybe_unused]] std::pair<fs::path, fs::path> short_eval_and_cross(
     const nlb::test::ScratchDir& dir, std::size_t bytes) {
   return {dir.write_text("eval.txt", slurp(source_dir / "data/kjv-eval.txt").substr(0, bytes)),
@@ -360,11 +371,7 @@ BOOST_AUTO_TEST_CASE(real_vocabulary_model_runs_through_budget) {
                                      "--calibration-positions 1000 --eval-text '" +
                                      eval.string() + "' --cross-text '" + cross.string() +
                                      "' --seed 7 --budget-pct 3 --out '" + out.string() + "'");
-  BOOST_TEST_MESSAGE(r.err);
-  BOOST_REQUIRE_EQUAL(r.exit_code, 0);
-  const json report = json::parse(slurp(out / "report.json"));
-  for (const auto& e : schema_errors(report))
-    BOOST_ERROR("schema: " << e);
+  const json report = checked_report(r, out);
   BOOST_TEST(report.at("layers").size() == 4u);
   BOOST_TEST(report.at("protocol").at("eval_windows").get<int>() >= 12);
   BOOST_TEST(report.at("joint").at(0).at("calibration_delta_pct_ci").at(1).get<double>() <= 3.0);
@@ -399,11 +406,7 @@ BOOST_AUTO_TEST_CASE(llama_family_model_through_budget_linearize_and_spectrum) {
                           "' --label-text '" + label_text.string() + "' --eval-text '" +
                           eval.string() + "' --cross-text '" + cross.string() +
                           "' --seed 7 --budget-pct 3 --out '" + out.string() + "'");
-  BOOST_TEST_MESSAGE(r.err);
-  BOOST_REQUIRE_EQUAL(r.exit_code, 0);
-  const json report = json::parse(slurp(out / "report.json"));
-  for (const auto& e : schema_errors(report))
-    BOOST_ERROR("schema: " << e);
+  const json report = checked_report(r, out);
   const json& protocol = report.at("protocol");
   BOOST_TEST(protocol.at("scaled_defaults").is_string());
   BOOST_TEST(protocol.at("label_tokens").get<int>() < 25000);

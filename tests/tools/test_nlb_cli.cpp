@@ -91,6 +91,21 @@ std::function<std::function<fs::path()>(std::string, Edit)> edited_copies(const 
   };
 }
 
+// A maker of scratch/<name>: `config` and a sharded index that puts `tensor` in a shard that is
+// not there.
+std::function<fs::path()> index_with_missing_shard(const std::string& name,
+                                                   const nlohmann::json& config,
+                                                   const std::string& tensor) {
+  return [=] {
+    const fs::path dir = scratch_dir() / name;
+    fs::create_directories(dir);
+    std::ofstream(dir / "config.json") << config.dump();
+    std::ofstream(dir / "model.safetensors.index.json")
+        << nlohmann::json{{"weight_map", {{tensor, "model-00002-of-00002.safetensors"}}}}.dump();
+    return dir;
+  };
+}
+
 std::vector<MalformedCase> malformed_model_cases() {
   const TensorMap good = read_all(tiny_gpt2 / "model.safetensors");
   const auto config = nlohmann::json::parse(slurp(tiny_gpt2 / "config.json"));
@@ -151,14 +166,7 @@ std::vector<MalformedCase> malformed_model_cases() {
       {"not_a_directory", "not a model directory",
        [=] { return scratch_dir() / "does_not_exist"; }},
       {"index_missing_shard", "model-00002-of-00002.safetensors",
-       [=] {
-         const fs::path dir = scratch_dir() / "index_missing_shard";
-         fs::create_directories(dir);
-         std::ofstream(dir / "config.json") << config.dump();
-         std::ofstream(dir / "model.safetensors.index.json")
-             << R"({"weight_map": {"transformer.wte.weight": "model-00002-of-00002.safetensors"}})";
-         return dir;
-       }},
+       index_with_missing_shard("index_missing_shard", config, "transformer.wte.weight")},
       {"truncated_weights", "model.safetensors",
        [=] {
          const fs::path dir = write_model("truncated_weights", good, config);
@@ -201,14 +209,8 @@ std::vector<MalformedCase> malformed_model_cases() {
                     t[layer0 + "q_proj.bias"] = {{96}, std::vector<float>(96, 0.0f)};
                   })},
       {"llama_index_missing_shard", "model-00002-of-00002.safetensors",
-       [=] {
-         const fs::path dir = scratch_dir() / "llama_index_missing_shard";
-         fs::create_directories(dir);
-         std::ofstream(dir / "config.json") << llama_config.dump();
-         std::ofstream(dir / "model.safetensors.index.json")
-             << R"({"weight_map": {"model.embed_tokens.weight": "model-00002-of-00002.safetensors"}})";
-         return dir;
-       }},
+       index_with_missing_shard("llama_index_missing_shard", llama_config,
+                                "model.embed_tokens.weight")},
   };
   cases.insert(cases.end(), llama_cases.begin(), llama_cases.end());
   // Every malformed safetensors file of the reader's corpus, as a model's weights.
