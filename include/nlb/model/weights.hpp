@@ -113,6 +113,16 @@ Transformer<T, Backend> make_transformer(const ModelWeights<T, S>& w) {
   return make_transformer<T, Backend>(ModelWeights<T, S>(w));
 }
 
+namespace detail {
+// A norm's weights at the compile-time width D. An RMSNorm has no beta; a fixed-size norm still
+// holds d zeros there.
+template <int D, class T>
+LayerNormWeights<T, D> fixed_norm(const LayerNormWeights<T>& n) {
+  return {n.gamma,
+          n.beta.size() > 0 ? RowVector<T, D>(n.beta) : RowVector<T, D>::Zero(n.gamma.size())};
+}
+}  // namespace detail
+
 /// One layer as a fixed-size block: width D, hidden width H and activation Act (GeluTanh,
 /// GeluErf or SwiGlu) at compile time. Throws ShapeError when the weights do not have those
 /// sizes, ArgumentError for a linearized layer (its MLP is not a full MLP; build its block from
@@ -143,31 +153,20 @@ FixedBlock<T, D, H, Act, Backend> make_fixed_block(const ModelConfig& c, const B
       return FixedMlp(b.mlp.w_fc, b.mlp.b_fc, b.mlp.w_proj, b.mlp.b_proj);
     }
   };
-  // An RMSNorm has no beta; a fixed-size norm still holds d zeros there.
-  const auto norm = [](const LayerNormWeights<T>& n) {
-    return LayerNormWeights<T, D>{n.gamma, n.beta.size() > 0
-                                               ? RowVector<T, D>(n.beta)
-                                               : RowVector<T, D>::Zero(n.gamma.size())};
-  };
   return FixedBlock<T, D, H, Act, Backend>(
-      norm(b.ln1),
+      detail::fixed_norm<D>(b.ln1),
       DenseAttention<T, D, Backend>(AttentionWeights<T, D>{b.attention.w_qkv, b.attention.b_qkv,
                                                            b.attention.w_out, b.attention.b_out},
                                     c.n_heads, c.rotary_dims(), c.rotary_base, c.kv_heads(),
                                     c.rope_scaling),
-      norm(b.ln2), mlp(), c.parallel_residual, static_cast<T>(c.layer_norm_eps),
+      detail::fixed_norm<D>(b.ln2), mlp(), c.parallel_residual, static_cast<T>(c.layer_norm_eps),
       /*attn_layer_norm=*/true, c.norm);
 }
 
 /// The embeddings with the compile-time width D (checked).
 template <int D, class T>
 EmbeddingWeights<T, D> make_fixed_embeddings(const EmbeddingWeights<T>& e) {
-  const auto& n = e.final_norm;  // an RMSNorm's beta is empty: d zeros at a fixed size
-  return {e.token,
-          e.position,
-          {n.gamma,
-           n.beta.size() > 0 ? RowVector<T, D>(n.beta) : RowVector<T, D>::Zero(n.gamma.size())},
-          e.unembedding};
+  return {e.token, e.position, detail::fixed_norm<D>(e.final_norm), e.unembedding};
 }
 
 /// The same model as a type: width D, hidden width H, activation Act and N layers fixed at

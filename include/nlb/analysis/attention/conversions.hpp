@@ -176,8 +176,12 @@ LayerForms<T> layer_forms(const Attn& attn) {
                          attn.rotary_dims();
                        }) {
     // Grouped-query heads as multi-head attention (each query head its own copy of its group's
-    // keys and values): the same layer, with per-head V columns for the converted forms.
-    const auto w = multi_head_weights(attn.weights(), attn.heads());
+    // keys and values): the same layer, with per-head V columns for the converted forms. A
+    // multi-head layer's weights are read in place.
+    const bool grouped = attn.kv_heads() != attn.heads();
+    using Weights = std::decay_t<decltype(attn.weights())>;
+    const Weights expanded = grouped ? multi_head_weights(attn.weights(), attn.heads()) : Weights{};
+    const auto& w = grouped ? expanded : attn.weights();
     const Index d = attn.features();
     LayerForms<T> out;
     for (Index h = 0; h < attn.heads(); ++h) {
@@ -307,8 +311,8 @@ ConversionReport measure_attention_conversions(
     forms.push_back(layer_forms<T>(attn));
     rotary = rotary || forms.back().rotary;
     sd = sd || !attn.template holds<typename Slot::Dense>();
-    grouped = grouped || (!sd && attn.template get<typename Slot::Dense>().kv_heads() !=
-                                     attn.template get<typename Slot::Dense>().heads());
+    if (const auto* dense = std::get_if<typename Slot::Dense>(&attn.kind()))
+      grouped = grouped || dense->kv_heads() != dense->heads();
     for (const auto& f : forms.back().heads)
       max_rank = std::max(max_rank, f.max_skew_rank());
   }
