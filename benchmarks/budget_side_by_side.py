@@ -8,12 +8,14 @@ Usage:
   /usr/bin/python3 benchmarks/make_random_gpt2.py --shape small --out /tmp/nlb-gpt2/small
   /usr/bin/python3 benchmarks/budget_side_by_side.py --model /tmp/nlb-gpt2/small \\
       --fit-positions 256 --label-positions 254 --calibration-positions 127 \\
-      --eval-windows 2 --cross-windows 2 [--repetitions 1] [--threads 2] [--torch-threads N] \\
-      [--torch-arg=--prefix-reuse] [--nlb PATH] [--work /tmp/nlb-side-by-side]
+      --eval-windows 2 --cross-windows 2 [--context N] [--decode-steps N] [--budget-pct P ...] \\
+      [--repetitions 1] [--threads 2] [--torch-threads N] [--torch-arg=--prefix-reuse] \\
+      [--nlb PATH] [--work /tmp/nlb-side-by-side]
 
 Each repetition runs nlb, then the PyTorch pipeline (nlb, torch, nlb, torch, ...), each under
 `nice -n 0` as it is, with the same thread count (nlb: OPENBLAS_NUM_THREADS, which sets its
-contexts' threads; PyTorch: --threads, torch.set_num_threads and the BLAS pinned to it). The PyTorch
+contexts' threads; PyTorch: --threads, torch.set_num_threads and the BLAS pinned to it), or
+--torch-threads for PyTorch where its best setting differs (on 2 busy cores: 1). The PyTorch
 side is given the number of joint calibration passes per budget that nlb's report.json says it ran
 in the same repetition (`allocation[b].evaluations`), so both do the same calibration work.
 
@@ -153,7 +155,7 @@ def run_torch(args, work, inputs, rep, threads, evaluations):
 
 def position_options(args):
     opts = []
-    for name in ("context", "fit_positions", "label_positions", "calibration_positions"):
+    for name in ("context", "fit_positions", "label_positions", "calibration_positions", "decode_steps"):
         v = getattr(args, name)
         if v is not None:
             opts += ["--" + name.replace("_", "-"), str(v)]
@@ -192,6 +194,7 @@ def main():
     ap.add_argument("--label-positions", type=int)
     ap.add_argument("--calibration-positions", type=int)
     ap.add_argument("--budget-pct", type=float, action="append")
+    ap.add_argument("--decode-steps", type=int, help="tokens decoded in the timing stage (both sides; default 64)")
     ap.add_argument("--eval-windows", type=int, help="only the first N eval windows (default: every one)")
     ap.add_argument("--cross-windows", type=int, help="only the first N cross windows (default: every one)")
     ap.add_argument("--torch-arg", action="append", help="passed on to torch_budget_pipeline.py (e.g. "
