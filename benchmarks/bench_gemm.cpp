@@ -6,8 +6,12 @@
 //
 // BM_fma_peak: one core's float FMA throughput (independent accumulator chains of the widest
 // xsimd batch this build targets): the limit a GEMM is held to. BM_gemm/<provider>: ops::gemm
-// with that provider; arguments {m, k, n, rhs transposed}: [m, k] · [k, n] (transposed: the
-// [n, k] matrix's transpose, as the tied unembedding is used). One thread.
+// with that provider; arguments {m, k, n, rhs transposed, threads}: [m, k] · [k, n] (transposed:
+// the [n, k] matrix's transpose, as the tied unembedding is used). The GPT-2-small products at
+// T = 128 and 1024 on one thread, then the MLP products of the d = 768 / 1024 / 2048 models
+// (GPT-2 small, medium, a 1B Llama's width) at m = 4 … 1024 rows, NN ([m, d] · [d, 4d]) and NT
+// ([m, d] · ([4d, d])ᵀ), on one and two threads. A product of one row never reaches a provider
+// (ops::gemm's vector path), so m starts at 4.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
@@ -56,8 +60,9 @@ template <class Provider>
 void BM_gemm(benchmark::State& state) {
   const Index m = state.range(0), k = state.range(1), n = state.range(2);
   const bool transposed = state.range(3) != 0;
+  const int threads = state.range(4) > 0 ? static_cast<int>(state.range(4)) : 1;
   using Backend = nlb::backend::simd<xsimd::default_arch, Provider>;
-  const nlb::Context<Backend> ctx(1);
+  const nlb::Context<Backend> ctx(threads);
   const Matrix a = random_matrix(m, k, 1.0f, 1);
   const Matrix b = transposed ? random_matrix(n, k, 1.0f, 2) : random_matrix(k, n, 1.0f, 2);
   Matrix c(m, n);
@@ -78,13 +83,25 @@ void BM_gemm(benchmark::State& state) {
 // MLP up and down projections; the unembedding at T = 128.
 void gpt2_shapes(benchmark::internal::Benchmark* b) {
   for (const Index t : {128, 1024}) {
-    b->Args({t, 768, 2304, 0});
-    b->Args({t, 768, 768, 0});
-    b->Args({t, 768, 3072, 0});
-    b->Args({t, 3072, 768, 0});
+    b->Args({t, 768, 2304, 0, 1});
+    b->Args({t, 768, 768, 0, 1});
+    b->Args({t, 768, 3072, 0, 1});
+    b->Args({t, 3072, 768, 0, 1});
   }
-  b->Args({128, 768, 50257, 1});
-  b->ArgNames({"m", "k", "n", "bT"});
+  b->Args({128, 768, 50257, 1, 1});
+  b->ArgNames({"m", "k", "n", "bT", "threads"});
+  b->Unit(benchmark::kMicrosecond);
+  b->UseRealTime();
+}
+
+// The MLP's up projection at three widths, few rows to many, NN and NT, one and two threads.
+void width_sweep(benchmark::internal::Benchmark* b) {
+  for (const Index d : {768, 1024, 2048})
+    for (const Index t : {4, 16, 64, 128, 1024})
+      for (const Index transposed : {0, 1})
+        for (const Index threads : {1, 2})
+          b->Args({t, d, 4 * d, transposed, threads});
+  b->ArgNames({"m", "k", "n", "bT", "threads"});
   b->Unit(benchmark::kMicrosecond);
   b->UseRealTime();
 }
@@ -96,6 +113,25 @@ BENCHMARK(BM_gemm<nlb::gemm_provider::openblas>)->Name("BM_gemm/openblas")->Appl
 #endif
 #if defined(NLB_HAVE_BLIS)
 BENCHMARK(BM_gemm<nlb::gemm_provider::blis>)->Name("BM_gemm/blis")->Apply(gpt2_shapes);
+#endif
+#if defined(NLB_HAVE_ONEDNN)
+BENCHMARK(BM_gemm<nlb::gemm_provider::onednn>)->Name("BM_gemm/onednn")->Apply(gpt2_shapes);
+#endif
+#if defined(NLB_HAVE_LIBXSMM)
+BENCHMARK(BM_gemm<nlb::gemm_provider::libxsmm>)->Name("BM_gemm/libxsmm")->Apply(gpt2_shapes);
+#endif
+BENCHMARK(BM_gemm<nlb::gemm_provider::eigen>)->Name("BM_sweep/eigen")->Apply(width_sweep);
+#if defined(NLB_HAVE_OPENBLAS)
+BENCHMARK(BM_gemm<nlb::gemm_provider::openblas>)->Name("BM_sweep/openblas")->Apply(width_sweep);
+#endif
+#if defined(NLB_HAVE_BLIS)
+BENCHMARK(BM_gemm<nlb::gemm_provider::blis>)->Name("BM_sweep/blis")->Apply(width_sweep);
+#endif
+#if defined(NLB_HAVE_ONEDNN)
+BENCHMARK(BM_gemm<nlb::gemm_provider::onednn>)->Name("BM_sweep/onednn")->Apply(width_sweep);
+#endif
+#if defined(NLB_HAVE_LIBXSMM)
+BENCHMARK(BM_gemm<nlb::gemm_provider::libxsmm>)->Name("BM_sweep/libxsmm")->Apply(width_sweep);
 #endif
 
 }  // namespace

@@ -38,11 +38,12 @@ else()
 endif()
 
 # GEMM providers for the CPU backend (nlb/core/gemm_provider.hpp; docs/dependencies.md): OpenBLAS
-# (Debian: libopenblas-dev) and BLIS (libblis-dev), both optional; Eigen's own GEMM is always
-# there. Each one found becomes an imported target, nlbudget_deps::openblas / nlbudget_deps::blis,
+# (Debian: libopenblas-dev), BLIS (libblis-dev), oneDNN (libdnnl-dev) and LIBXSMM (libxsmm-dev),
+# all optional; Eigen's own GEMM is always there. Each one found becomes an imported target,
+# nlbudget_deps::<name>,
 # with the library and the directory of its own header (Debian installs one per threading
 # variant; the pthread one is preferred, so that the thread count is the program's to set).
-# nlbudgetConfig.cmake sets NLB_REQUIRE_OPENBLAS / NLB_REQUIRE_BLIS for those the installed
+# nlbudgetConfig.cmake sets NLB_REQUIRE_<NAME> for those the installed
 # package was built with.
 function(nlb_find_gemm_provider name header library required)
   string(TOUPPER "${name}" upper)
@@ -67,3 +68,20 @@ function(nlb_find_gemm_provider name header library required)
 endfunction()
 nlb_find_gemm_provider(openblas openblas_config.h openblas "${NLB_REQUIRE_OPENBLAS}")
 nlb_find_gemm_provider(blis blis.h blis "${NLB_REQUIRE_BLIS}")
+# oneDNN (libdnnl-dev; dnnl_sgemm) and LIBXSMM (libxsmm-dev: static libraries in /usr/lib, whose
+# libxsmm_?gemm hands the products its kernels do not take to a BLAS: OpenBLAS's, linked with it,
+# so LIBXSMM counts as found only beside OpenBLAS).
+nlb_find_gemm_provider(onednn dnnl.h dnnl "${NLB_REQUIRE_ONEDNN}")
+if(NLB_HAVE_OPENBLAS)
+  nlb_find_gemm_provider(libxsmm libxsmm.h xsmm "${NLB_REQUIRE_LIBXSMM}")
+elseif(NLB_REQUIRE_LIBXSMM)
+  message(FATAL_ERROR "nlbudget was built with the libxsmm GEMM provider, which needs OpenBLAS "
+                      "(Debian: apt-get install libopenblas-dev)")
+else()
+  set(NLB_HAVE_LIBXSMM OFF)
+endif()
+if(NLB_HAVE_LIBXSMM)
+  find_package(Threads REQUIRED)
+  set_property(TARGET nlbudget_deps::libxsmm PROPERTY INTERFACE_LINK_LIBRARIES
+               nlbudget_deps::openblas Threads::Threads ${CMAKE_DL_LIBS} rt m)
+endif()

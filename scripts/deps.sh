@@ -7,7 +7,7 @@ NLB_DEBIAN_PACKAGES=(
   cmake g++ make pkg-config
   libeigen3-dev libxsimd-dev nlohmann-json3-dev libutf8proc-dev
   libboost-test-dev libbenchmark-dev
-  libopenblas-dev libblis-dev
+  libopenblas-dev libblis-dev libdnnl-dev libxsmm-dev
   libthrust-dev
   libopenmpi-dev openmpi-bin
 )

@@ -1,12 +1,12 @@
 // GEMM providers: which library multiplies the matrices of a CPU backend (DESIGN.md §4).
 //
 // The CPU backend's matrix products (nlb/ops/gemm.hpp) come from a provider chosen at compile
-// time: Eigen's own kernel (always there), OpenBLAS or BLIS (optional Debian packages). Which one
-// is fastest depends on the CPU (docs/benchmarks.md, "GEMM providers"), so the build measures
-// nothing and assumes nothing: CMake finds the libraries that are installed and makes the
-// fastest of them on the project's machines the default (NLB_GEMM_PROVIDER in
-// docs/dependencies.md); a program can still name another provider in its backend type,
-// `backend::simd<Arch, gemm_provider::blis>`, and link `nlbudget::blis`.
+// time: Eigen's own kernel (always there), OpenBLAS, BLIS, oneDNN or LIBXSMM (optional Debian
+// packages). Which one is fastest depends on the CPU and the product's shape (docs/benchmarks.md,
+// "GEMM providers"), so the build measures nothing and assumes nothing: CMake finds the libraries
+// that are installed and makes the fastest of them on the project's machines the default
+// (NLB_GEMM_PROVIDER in docs/dependencies.md); a program can still name another provider in its
+// backend type, `backend::simd<Arch, gemm_provider::blis>`, and link `nlbudget::blis`.
 #pragma once
 
 #include <type_traits>
@@ -20,6 +20,12 @@ struct openblas {};
 /// BLIS's typed API bli_?gemm, which takes row and column strides (NLB_HAVE_BLIS:
 /// nlbudget::blis links it).
 struct blis {};
+/// oneDNN's dnnl_sgemm, row-major float GEMM with kernels generated for the CPU (NLB_HAVE_ONEDNN:
+/// nlbudget::onednn links it); its double products run in Eigen.
+struct onednn {};
+/// LIBXSMM's libxsmm_?gemm, kernels generated per small shape, larger products handed to
+/// OpenBLAS (NLB_HAVE_LIBXSMM: nlbudget::libxsmm links both).
+struct libxsmm {};
 
 /// True when the provider's library is part of this build.
 template <class Provider>
@@ -33,6 +39,14 @@ inline constexpr bool is_available<openblas> = true;
 #if defined(NLB_HAVE_BLIS)
 template <>
 inline constexpr bool is_available<blis> = true;
+#endif
+#if defined(NLB_HAVE_ONEDNN)
+template <>
+inline constexpr bool is_available<onednn> = true;
+#endif
+#if defined(NLB_HAVE_LIBXSMM)
+template <>
+inline constexpr bool is_available<libxsmm> = true;
 #endif
 
 /// The provider of `backend::cpu`: the one the CMake target nlbudget::nlbudget was configured
@@ -57,6 +71,10 @@ constexpr const char* name() {
     return "openblas";
   else if constexpr (std::is_same_v<Provider, blis>)
     return "blis";
+  else if constexpr (std::is_same_v<Provider, onednn>)
+    return "onednn";
+  else if constexpr (std::is_same_v<Provider, libxsmm>)
+    return "libxsmm";
   else
     return "eigen";
 }

@@ -6,13 +6,14 @@
 // (nlb/core/gemm_provider.hpp) decides which library runs them on the CPU:
 // - gemm_provider::eigen: nlb::gemm (nlb/core/gemm_scratch.hpp), i.e. Eigen's own kernel with
 //   caller-owned packing buffers, bit for bit `dst.noalias() = lhs * rhs`;
-// - gemm_provider::openblas / blis: one cblas_?gemm / bli_?gemm call on the operands where they
-//   lie (row- and column-major operands and transposes pass as BLAS transposes or strides, never
-//   copied). Products a BLAS call does not suit go to Eigen instead: a vector result (one row or
-//   one column: GEMV, memory-bound, Eigen's is as fast), tiny products that Eigen evaluates
-//   coefficient by coefficient, empty ones, operands whose strides BLAS cannot take, and every
-//   product when the library found no kernels for this CPU newer than the build's ISA (see
-//   provider_usable in ops/detail/: OpenBLAS 0.3.21 runs SSE3 kernels on CPUs it does not know).
+// - gemm_provider::openblas / blis / onednn / libxsmm: one cblas_?gemm / bli_?gemm / dnnl_sgemm /
+//   libxsmm_?gemm call on the operands where they lie (row- and column-major operands and
+//   transposes pass as BLAS transposes or strides, never copied). Products a BLAS call does not
+//   suit go to Eigen instead: a vector result (one row or one column: GEMV, memory-bound, Eigen's
+//   is as fast), tiny products that Eigen evaluates coefficient by coefficient, empty ones,
+//   operands whose strides BLAS cannot take, and every product when the library found no kernels
+//   for this CPU newer than the build's ISA (see provider_usable in ops/detail/: OpenBLAS 0.3.21
+//   runs SSE3 kernels on CPUs it does not know).
 // The context's thread count goes to the provider's pool; vector results (batch-1 decoding's
 // products) are split by output entries over that many threads in a program built with OpenMP
 // (otherwise they run on the calling thread), for products of at least parallel_vector_min_work
@@ -44,6 +45,12 @@
 #if defined(NLB_HAVE_BLIS)
 #include "nlb/ops/detail/gemm_blis.hpp"
 #endif
+#if defined(NLB_HAVE_ONEDNN)
+#include "nlb/ops/detail/gemm_onednn.hpp"
+#endif
+#if defined(NLB_HAVE_LIBXSMM)
+#include "nlb/ops/detail/gemm_libxsmm.hpp"
+#endif
 
 namespace nlb::ops {
 
@@ -61,9 +68,9 @@ bool try_blas_gemm(Dst& dst, const Lhs& a_lhs, const Rhs& a_rhs, bool accumulate
   using ActualRhs = std::remove_cv_t<typename RhsTraits::_ExtractType>;
   using Dest = std::remove_cv_t<std::remove_reference_t<Dst>>;
   if constexpr (!(std::is_same_v<T, float> || std::is_same_v<T, double>) ||
-                !LhsTraits::HasUsableDirectAccess || !RhsTraits::HasUsableDirectAccess ||
-                !has_blas_layout<ActualLhs> || !has_blas_layout<ActualRhs> ||
-                !has_blas_layout<Dest>) {
+                !provider_takes<Provider, T> || !LhsTraits::HasUsableDirectAccess ||
+                !RhsTraits::HasUsableDirectAccess || !has_blas_layout<ActualLhs> ||
+                !has_blas_layout<ActualRhs> || !has_blas_layout<Dest>) {
     return false;
   } else {
     // Eigen's own choices for this product: vector results and tiny products are not GEMMs.
@@ -283,7 +290,7 @@ void gemm(const Context<Backend>& ctx, const Eigen::MatrixBase<Lhs>& lhs,
           bool accumulate = false) {
   static_assert(gemm_provider::is_available<typename Backend::gemm>,
                 "ops::gemm: this GEMM provider's library is not part of the build (link "
-                "nlbudget::openblas or nlbudget::blis)");
+                "nlbudget::openblas, nlbudget::blis, nlbudget::onednn or nlbudget::libxsmm)");
   using Dest = std::remove_cv_t<std::remove_reference_t<Dst>>;
   if constexpr (detail::has_canonical_view<Lhs> && detail::has_canonical_view<Rhs> &&
                 detail::has_canonical_view<Dest>) {

@@ -23,12 +23,18 @@ struct BlasMatrix {
   bool row_major = true;
 };
 
-// Each BLAS provider's header (gemm_openblas.hpp, gemm_blis.hpp) overloads these for its tag;
+// Each BLAS provider's header (gemm_openblas.hpp, gemm_blis.hpp, gemm_onednn.hpp,
+// gemm_libxsmm.hpp) overloads these for its tag;
 // these declarations let ops/gemm.hpp name them when no BLAS library is part of the build.
 template <class Provider>
 bool provider_usable(Provider) = delete;
 template <class Provider>
 void provider_set_threads(Provider, int) = delete;
+
+/// False for a scalar type a provider's library has no GEMM for (oneDNN: double); those products
+/// go to Eigen.
+template <class Provider, class T>
+inline constexpr bool provider_takes = true;
 
 /// True unless this program is compiled for FMA (AVX2 or FMA flags) and `kernels`, the name of
 /// the kernel set a BLAS library chose for this CPU, is one of `without_fma` (its older kernel
