@@ -9,8 +9,8 @@
 //                               re-reads its weights) and 2 GiB (8x this machine's 260 MiB L3).
 // BM_decode<S>/prompt/new/threads  the prompt's tokens prefilled (not timed), then `new` steps
 //                               of one token each (timed: the forward through the cache and the
-//                               logits), with the weight matrices in storage S (f32, or f16 / bf16:
-//                               backend::with_weights, widened in registers).
+//                               logits), with the weight matrices in storage S (f32, or f16 / bf16
+//                               / q8: backend::with_weights, widened in registers).
 //                               threads = the context's (Context(threads)): the GEMM provider's
 //                               threads and the split of the one-row products (GEMV) by output
 //                               columns.
@@ -20,8 +20,8 @@
 // BM_prefill_widening<S>       the widening of every 16-bit weight matrix that one prefill
 //                               does, alone (its share of BM_prefill's 16-bit-minus-float time).
 // Counters of BM_decode: tokens_per_second; bytes_per_token, what one step must read: every
-// block's weight matrices and the unembedding (4 bytes per value in f32, 2 in f16 / bf16), their
-// biases and LayerNorms (F32), plus the KV cache rows (the mean over the steps);
+// block's weight matrices and the unembedding (4 bytes per value in f32, 2 in f16 / bf16, 1.125 in
+// q8), their biases and LayerNorms (F32), plus the KV cache rows (the mean over the steps);
 // bound_tokens_per_second = the bandwidth of re-reading a buffer of bytes_per_token at that thread
 // count / bytes_per_token (part of it may stay in the L3 between passes, as part of the weights do
 // between tokens); pct_of_bound = tokens_per_second / bound_tokens_per_second;
@@ -42,6 +42,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -53,7 +54,7 @@
 #include "nlb/core/weight_storage.hpp"
 #include "nlb/model/load_model.hpp"
 #include "nlb/ops/gemm.hpp"
-#include "nlb/ops/half_gemm.hpp"
+#include "nlb/ops/narrow_gemm.hpp"
 #include "provider_only.hpp"
 #include "random_matrix.hpp"
 #include "read_bandwidth.hpp"
@@ -74,7 +75,8 @@ void BM_read_bandwidth(benchmark::State& state) {
 }
 
 // Bytes one decoding step at `span` cached positions reads, with `matrix_bytes` per value of the
-// weight matrices (4 for f32, 2 for f16 / bf16); everything else is F32.
+// weight matrices (4 for f32, 2 for f16 / bf16, 1 + 4 / 32 for q8's values and block scales);
+// everything else is F32.
 double step_bytes(const nlb::ModelConfig& c, double span, double matrix_bytes = 4) {
   const double d = static_cast<double>(c.d_model), layers = static_cast<double>(c.n_layers);
   // Per block: w_qkv 3d², w_out d² and the MLP's 8d²; their 9d biases and two LayerNorms' 4d.
@@ -85,7 +87,7 @@ double step_bytes(const nlb::ModelConfig& c, double span, double matrix_bytes = 
 }
 
 template <class Storage>
-using BackendOf = std::conditional_t<nlb::storage::is_half<Storage>,
+using BackendOf = std::conditional_t<nlb::storage::is_narrow<Storage>,
                                      nlb::backend::with_weights<Storage, Backend>, Backend>;
 template <class Storage>
 using ModelOf = nlb::Transformer<float, BackendOf<Storage>>;
@@ -131,6 +133,17 @@ double decode_seconds(nlb::Context<typename M::backend_type>& ctx, const M& mode
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Bytes per weight-matrix value in Storage.
+template <class Storage>
+constexpr double matrix_bytes() {
+  if constexpr (nlb::storage::is_half<Storage>)
+    return 2;
+  else if constexpr (std::is_same_v<Storage, nlb::storage::q8>)
+    return 1 + 4.0 / static_cast<double>(nlb::q8_block);
+  else
+    return 4;
+}
+
 template <class Storage>
 void BM_decode(benchmark::State& state) {
   const auto& model = decode_model<Storage>();
@@ -152,7 +165,7 @@ void BM_decode(benchmark::State& state) {
   }
   const double bytes =
       step_bytes(model.config(), static_cast<double>(prompt) + static_cast<double>(steps + 1) / 2,
-                 nlb::storage::is_half<Storage> ? 2 : 4);
+                 matrix_bytes<Storage>());
   const double bandwidth = nlb::bench::read_bandwidth(threads, bytes);
   const double dram = nlb::bench::read_bandwidth(
       threads, static_cast<double>(nlb::bench::kBandwidthFloats * sizeof(float)));
@@ -321,6 +334,7 @@ void decode_runs(benchmark::internal::Benchmark* b) {
 BENCHMARK_TEMPLATE(BM_decode, nlb::storage::f32)->Apply(decode_runs);
 BENCHMARK_TEMPLATE(BM_decode, nlb::storage::bf16)->Apply(decode_runs);
 BENCHMARK_TEMPLATE(BM_decode, nlb::storage::f16)->Apply(decode_runs);
+BENCHMARK_TEMPLATE(BM_decode, nlb::storage::q8)->Apply(decode_runs);
 // One forward of 128 and of 1024 tokens, on 1 and 2 threads.
 void prefill_runs(benchmark::internal::Benchmark* b) {
   b->ArgsProduct({{128, 1024}, {1, 2}})
@@ -331,6 +345,7 @@ void prefill_runs(benchmark::internal::Benchmark* b) {
 BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::f32)->Apply(prefill_runs);
 BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::bf16)->Apply(prefill_runs);
 BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::f16)->Apply(prefill_runs);
+BENCHMARK_TEMPLATE(BM_prefill, nlb::storage::q8)->Apply(prefill_runs);
 BENCHMARK_TEMPLATE(BM_prefill_widening, nlb::storage::bf16)->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_prefill_widening, nlb::storage::f16)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_decode_dense)

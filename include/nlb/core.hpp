@@ -14,6 +14,7 @@
 #include "nlb/core/host_device.hpp"
 #include "nlb/core/math_policy.hpp"
 #include "nlb/core/matrix.hpp"
+#include "nlb/core/q8_matrix.hpp"
 #include "nlb/core/scratch_matrix.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/core/weight_storage.hpp"

@@ -7,6 +7,7 @@
 #include "nlb/kernels/half_weights.hpp"
 #include "nlb/kernels/layer_norm.hpp"
 #include "nlb/kernels/log_sum_exp.hpp"
+#include "nlb/kernels/q8_weights.hpp"
 #include "nlb/kernels/rms_norm.hpp"
 #include "nlb/kernels/rotary.hpp"
 #include "nlb/kernels/small_gemm.hpp"

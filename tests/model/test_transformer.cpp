@@ -221,6 +221,55 @@ BOOST_AUTO_TEST_CASE(half_precision_storage_matches_pytorch_on_the_rounded_weigh
   check_half_precision_storage<nlb::storage::bf16>("bf16", nlb::test::tol::half_weights_bf16_rel);
 }
 
+// Weights kept in 8-bit blocks (storage::q8) against the float model whose weight matrices are
+// those blocks' values widened back (Q8Matrix::widened; the quantization itself is held to its
+// closed form in test_q8_gemm): the same numbers through another path (float GEMMs and float row
+// products against the 8-bit kernels and widened panels), so the logits agree to the float32
+// model bound, whole windows and decoded token by token. On GPT-2 (GELU MLP, learned positions,
+// tied unembedding) and Llama (SwiGLU, grouped-query heads, RMSNorm, untied unembedding).
+BOOST_AUTO_TEST_CASE(q8_storage_equals_the_float_model_on_the_quantized_weights) {
+  using Q8 = nlb::backend::with_weights<nlb::storage::q8>;
+  const auto round_trip = [](nlb::RowMatrix<float>& m) {
+    if (m.size() > 0)
+      m = nlb::Q8Matrix(m).widened();
+  };
+  for (const std::string name : {"tiny-gpt2", "tiny-llama"}) {
+    const auto q8 = nlb::load_model<float, Q8>(model_dir(name));
+    auto weights = nlb::load_model_weights<float>(model_dir(name));
+    round_trip(weights.embeddings.token);
+    round_trip(weights.embeddings.position);
+    round_trip(weights.embeddings.unembedding);
+    for (auto& b : weights.blocks) {
+      round_trip(b.attention.w_qkv);
+      round_trip(b.attention.w_out);
+      round_trip(b.mlp.w_fc);
+      round_trip(b.mlp.w_proj);
+    }
+    const auto dequantized = nlb::make_transformer<float>(std::move(weights));
+    const auto ref = nlb::io::SafetensorsFile::open(fixture(name + "-reference.safetensors"));
+    const auto tokens = window_tokens(ref, 0);
+    nlb::Context<nlb::backend::cpu> ctx;
+    nlb::Context<Q8> q8_ctx;
+    nlb::Transformer<float>::Workspace ws;
+    nlb::Transformer<float, Q8>::Workspace q8_ws;
+    nlb::RowMatrix<float> want, whole, step;
+    dequantized.forward(ctx, tokens, want, ws);
+    q8.forward(q8_ctx, tokens, whole, q8_ws);
+    auto cache = q8.make_cache();
+    nlb::RowMatrix<float> decoded(want.rows(), want.cols());
+    for (std::size_t t = 0; t < tokens.size(); ++t) {
+      q8.forward(q8_ctx, std::span<const std::int32_t>(&tokens[t], 1), step, q8_ws, nlb::NoTaps{},
+                 &cache);
+      decoded.row(static_cast<Index>(t)) = step.row(0);
+    }
+    BOOST_TEST_MESSAGE(name << " q8 storage vs the float model on the widened blocks: whole "
+                            << relative_to_max(whole, want) << ", decoded "
+                            << relative_to_max(decoded, want));
+    BOOST_TEST(relative_to_max(whole, want) <= nlb::test::tol::model_f32_rel);
+    BOOST_TEST(relative_to_max(decoded, want) <= nlb::test::tol::model_f32_rel);
+  }
+}
+
 // The shipped model `name` as a fixed-size type (width D, hidden H, MLP Act, N layers) against
 // the same weights loaded as a Dynamic model, on the fixture's first window.
 template <int D, int H, class Act, std::size_t N>

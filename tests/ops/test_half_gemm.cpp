@@ -1,5 +1,5 @@
 // 16-bit weights (nlb/core/weight_storage.hpp, nlb/core/half_matrix.hpp,
-// nlb/kernels/half_weights.hpp, nlb/ops/half_gemm.hpp):
+// nlb/kernels/half_weights.hpp, nlb/ops/narrow_gemm.hpp):
 // - widening and rounding against the loader's own bit-level F16/BF16 codec (nlb/io/dtype.hpp,
 //   an independent implementation), over every 16-bit pattern;
 // - the row-vector kernels (scalar and SIMD) and ops::gemm with HalfMatrix operands (vector
@@ -16,7 +16,7 @@
 
 #include "gemm_reference.hpp"
 #include "nlb/io/dtype.hpp"
-#include "nlb/ops/half_gemm.hpp"
+#include "nlb/ops/narrow_gemm.hpp"
 #include "test_random.hpp"
 
 namespace {

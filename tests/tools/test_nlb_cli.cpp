@@ -402,12 +402,12 @@ BOOST_AUTO_TEST_CASE(generate_is_deterministic_for_a_seed) {
   BOOST_TEST_MESSAGE("greedy: " << greedy.out);
 }
 
-// --weights f16|bf16 keeps the weight matrices in 16 bits. On a checkpoint stored in BF16 the
-// values are the same as the f32 model's, so eval's mean loss differs only by the two engines'
-// float arithmetic (engine_loss_f32_abs); on the F32 model, by what rounding the weights moves
-// (nonzero). generate and forward run with it; an unknown storage and 16 bits on --device cuda
-// are usage errors.
-BOOST_AUTO_TEST_CASE(weights_keep_the_matrices_in_16_bits) {
+// --weights f16|bf16 keeps the weight matrices in 16 bits, q8 in 8-bit blocks. On a checkpoint
+// stored in BF16 the values are the same as the f32 model's, so eval's mean loss differs only by
+// the two engines' float arithmetic (engine_loss_f32_abs); on the F32 model, by what rounding
+// the weights moves (nonzero). generate and forward run with them; an unknown storage and narrow
+// weights on --device cuda are usage errors.
+BOOST_AUTO_TEST_CASE(weights_keep_the_matrices_in_16_or_8_bits) {
   const auto mean_loss = [](const fs::path& model, const std::string& weights) {
     const auto r = run_nlb("eval --model '" + model.string() + "' --text '" + eval_text.string() +
                            "' --max-windows 8 --json --weights " + weights);
@@ -423,29 +423,32 @@ BOOST_AUTO_TEST_CASE(weights_keep_the_matrices_in_16_bits) {
   BOOST_TEST(std::abs(mean_loss(bf16_model, "bf16") - stored) <=
              nlb::test::tol::engine_loss_f32_abs);
   const double f32 = mean_loss(tiny_gpt2, "f32");
-  for (const char* weights : {"f16", "bf16"}) {
+  for (const char* weights : {"f16", "bf16", "q8"}) {
     const double rounded = mean_loss(tiny_gpt2, weights);
     BOOST_TEST_MESSAGE("tiny-gpt2 mean loss, " << weights << " weights: " << rounded
                                                << " (f32: " << f32 << ")");
     BOOST_TEST(rounded != f32);
     BOOST_TEST(std::abs(rounded - f32) <= 0.01);  // a rounding effect, not a broken model
   }
-  const auto generated = run_nlb(
-      "generate --prompt 'In the beginning' --max-new-tokens 8 "
-      "--weights f16 --seed 3");
-  BOOST_TEST(generated.exit_code == 0, generated.err);
-  BOOST_TEST(generated.out.rfind("In the beginning", 0) == 0);
+  for (const char* weights : {"f16", "q8"}) {
+    const auto generated =
+        run_nlb("generate --prompt 'In the beginning' --max-new-tokens 8 --seed 3 --weights " +
+                std::string(weights));
+    BOOST_TEST(generated.exit_code == 0, generated.err);
+    BOOST_TEST(generated.out.rfind("In the beginning", 0) == 0);
+  }
   const auto forward = run_nlb("forward --text '" + eval_text.string() +
                                "' --context 16 --windows 1 --weights bf16 --out bf16.safetensors");
   BOOST_TEST(forward.exit_code == 0, forward.err);
   BOOST_TEST(fs::exists(scratch_dir() / "bf16.safetensors"));
   const auto unknown = run_nlb("eval --text '" + eval_text.string() + "' --weights f8");
   BOOST_TEST(unknown.exit_code == 2);
-  BOOST_TEST(contains(unknown.err, "expected f32, f16 or bf16, found \"f8\""));
+  BOOST_TEST(contains(unknown.err, "expected f32, f16, bf16 or q8, found \"f8\""), unknown.err);
   const auto on_cuda =
-      run_nlb("eval --text '" + eval_text.string() + "' --weights bf16 --device cuda");
+      run_nlb("eval --text '" + eval_text.string() + "' --weights q8 --device cuda");
   BOOST_TEST(on_cuda.exit_code == 2);
-  BOOST_TEST(contains(on_cuda.err, "--device cuda keeps f32 weights"));
+  BOOST_TEST(contains(on_cuda.err, "--weights q8 runs on the CPU; --device cuda keeps f32 weights"),
+             on_cuda.err);
 }
 
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2_with_a_message) {

@@ -26,7 +26,7 @@ int host_threads() {
 }
 
 std::string weights_option(const Args& args) {
-  const std::string weights = args.choice("weights", "f32", {"f32", "f16", "bf16"});
+  const std::string weights = args.choice("weights", "f32", {"f32", "f16", "bf16", "q8"});
   if (weights != "f32" && args.get("device", "cpu") == "cuda")
     throw UsageError("--weights " + weights + " runs on the CPU; --device cuda keeps f32 weights");
   return weights;
@@ -48,6 +48,9 @@ std::unique_ptr<ModelSession> make_session(const Transformer<float>& host, bool 
   if (weights == "bf16")
     return std::make_unique<BackendSession<backend::with_weights<storage::bf16>>>(host,
                                                                                   host_threads());
+  if (weights == "q8")
+    return std::make_unique<BackendSession<backend::with_weights<storage::q8>>>(host,
+                                                                                host_threads());
   return std::make_unique<BackendSession<backend::cpu>>(host, host_threads());
 }
 

@@ -1,5 +1,5 @@
 // Where a command's forward passes run, chosen in one place: the model's session
-// (model_session.hpp) on --device cpu|cuda with --weights f32|f16|bf16, its CPU threads, and the
+// (model_session.hpp) on --device cpu|cuda with --weights f32|f16|bf16|q8, its CPU threads, and the
 // runner of the analyses over the ranks of an MPI run. The commands then call the same code on
 // every choice.
 #pragma once
@@ -21,9 +21,10 @@ namespace nlb::cli {
 /// OPENBLAS_NUM_THREADS=1: one per rank, docs/scaling.md).
 int host_threads();
 
-/// --weights f32|f16|bf16 of eval, forward and generate: how the session keeps the weight
-/// matrices (nlb/core/weight_storage.hpp; 16 bits halve what decoding reads). UsageError for
-/// another name, or for 16 bits with --device cuda (the CUDA backend keeps float weights).
+/// --weights f32|f16|bf16|q8 of eval, forward and generate: how the session keeps the weight
+/// matrices (nlb/core/weight_storage.hpp; 16 bits halve what decoding reads, q8 quarters it).
+/// UsageError for another name, or for anything but f32 with --device cuda (the CUDA backend
+/// keeps float weights).
 std::string weights_option(const Args& args);
 
 /// --device cpu|cuda: true for cuda. UsageError for another name, or for cuda under an MPI
@@ -32,7 +33,7 @@ bool cuda_device_option(const Args& args);
 
 /// The session of `host`: on the first CUDA device (make_cuda_session, device_model.hpp) with
 /// `cuda`, else on the CPU with host_threads() threads, the weight matrices kept as `weights`
-/// says (f16 / bf16: a rounded copy). `host` must outlive it.
+/// says (f16 / bf16: a rounded copy; q8: a copy quantized in blocks). `host` must outlive it.
 std::unique_ptr<ModelSession> make_session(const Transformer<float>& host, bool cuda,
                                            const std::string& weights = "f32");
 

@@ -46,9 +46,11 @@ inline const std::string device_line =
     "                        built with the CUDA backend and a usable GPU (docs/cuda.md)\n";
 
 inline const char* weights_line =
-    "  --weights f32|f16|bf16  how the weight matrices are kept (default f32): 16 bits halve\n"
-    "                        the bytes decoding reads; rounded at load from an F32 file, kept\n"
-    "                        as stored from an F16/BF16 one (docs/half_precision.md)\n";
+    "  --weights f32|f16|bf16|q8  how the weight matrices are kept (default f32): 16 bits\n"
+    "                        halve the bytes decoding reads (rounded at load from an F32\n"
+    "                        file, kept as stored from an F16/BF16 one); q8: 8-bit integers\n"
+    "                        with a scale per 32 values, 0.28 of the bytes\n"
+    "                        (docs/half_precision.md)\n";
 
 }  // namespace usage_detail
 
@@ -56,7 +58,7 @@ inline std::string eval_help() {
   using namespace usage_detail;
   return "usage: nlb eval [--model DIR] (--text FILE | --tokens FILE [--token-dtype u32])\n"
          "                [--context N] [--max-windows K] [--device cpu|cuda]\n"
-         "                [--weights f32|f16|bf16] [--json]\n\n"
+         "                [--weights f32|f16|bf16|q8] [--json]\n\n"
          "Perplexity under the windowed protocol (PAPERS §A2): non-overlapping windows\n"
          "from the file start, every position but a window's first predicted. Under\n"
          "mpirun -n K the windows are spread over K ranks; rank 0 prints the result of\n"
@@ -73,7 +75,7 @@ inline std::string forward_help() {
   return "usage: nlb forward [--model DIR] (--text FILE | --tokens FILE [--token-dtype "
          "u32])\n"
          "                   --context N --windows K --out FILE [--device cpu|cuda]\n"
-         "                   [--weights f32|f16|bf16]\n\n"
+         "                   [--weights f32|f16|bf16|q8]\n\n"
          "Writes tensor \"logits\" [K, N, vocab] (F32) of the first K windows of N "
          "tokens.\n\n" +
          std::string(model_line) + token_lines +
@@ -88,7 +90,7 @@ inline std::string generate_help() {
   const SamplingOptions sampling;
   return "usage: nlb generate [--model DIR] --prompt TEXT [--max-new-tokens N] [--top-k K]\n"
          "                    [--temperature T] [--seed S] [--device cpu|cuda]\n"
-         "                    [--weights f32|f16|bf16]\n\n"
+         "                    [--weights f32|f16|bf16|q8]\n\n"
          "Continues the prompt with a KV cache and writes the text as it is generated. The\n"
          "prompt is encoded with the model directory's tokenizer (a byte-level model's tokens\n"
          "are its bytes); <|endoftext|> ends the text.\n\n" +

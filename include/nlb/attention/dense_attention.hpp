@@ -19,7 +19,7 @@
 #include "nlb/core/storage.hpp"
 #include "nlb/ops/attention.hpp"
 #include "nlb/ops/gemm.hpp"
-#include "nlb/ops/half_gemm.hpp"
+#include "nlb/ops/narrow_gemm.hpp"
 #include "nlb/ops/rotary.hpp"
 #include "nlb/ops/rows.hpp"
 #include "nlb/ops/scratch.hpp"

@@ -20,7 +20,7 @@
 #include "nlb/ops/attention.hpp"
 #include "nlb/ops/elementwise.hpp"
 #include "nlb/ops/gemm.hpp"
-#include "nlb/ops/half_gemm.hpp"
+#include "nlb/ops/narrow_gemm.hpp"
 #include "nlb/ops/rotary.hpp"
 #include "nlb/ops/scratch.hpp"
 

@@ -22,7 +22,7 @@
 #include "nlb/core/context.hpp"
 #include "nlb/core/storage.hpp"
 #include "nlb/ops/gemm.hpp"
-#include "nlb/ops/half_gemm.hpp"
+#include "nlb/ops/narrow_gemm.hpp"
 #include "nlb/ops/scratch.hpp"
 
 namespace nlb {

@@ -44,16 +44,17 @@ struct simd : scalar {
 using cpu = simd<>;
 
 /// A CPU backend `Base` whose components keep their large weight matrices in `Weights`
-/// (storage::f16 or storage::bf16: half the bytes; products widen them in registers and
-/// accumulate in the scalar type; storage::mapped: read where a loaded checkpoint's mapping
-/// holds them). Kernels see `Base` (derived-to-base deduction), so every row kernel and GEMM
-/// provider of Base serves it unchanged. Models of it run forwards (eval, decoding); the
-/// analyses, which read weights as Eigen matrices they own, take storage::f32 models.
+/// (storage::f16 or storage::bf16: half the bytes; storage::q8: 8-bit blocks; products widen
+/// them in registers and accumulate in the scalar type; storage::mapped: read where a loaded
+/// checkpoint's mapping holds them). Kernels see `Base` (derived-to-base deduction), so every row
+/// kernel and GEMM provider of Base serves it unchanged. Models of it run forwards (eval,
+/// decoding); the analyses, which read weights as Eigen matrices they own, take storage::f32
+/// models.
 template <class Weights, class Base = cpu>
 struct with_weights : Base {
   static_assert(storage::is_storage<Weights> && !std::is_same_v<Weights, storage::f32>,
-                "backend::with_weights<Weights, Base>: Weights is storage::f16, storage::bf16 "
-                "or storage::mapped (storage::f32 is every backend's default)");
+                "backend::with_weights<Weights, Base>: Weights is storage::f16, storage::bf16, "
+                "storage::q8 or storage::mapped (storage::f32 is every backend's default)");
   static_assert(std::is_base_of_v<scalar, Base> &&
                     std::is_same_v<typename Base::weights, storage::f32>,
                 "backend::with_weights<Weights, Base>: Base is a CPU backend with float weights");

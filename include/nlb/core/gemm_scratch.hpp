@@ -24,7 +24,7 @@ namespace nlb {
 template <class T>
 struct GemmScratch {
   AlignedBuffer<T> lhs_block, rhs_block;
-  AlignedBuffer<T> widened;  // a panel of 16-bit weights widened to T (ops/half_gemm.hpp)
+  AlignedBuffer<T> widened;  // a panel of 16- or 8-bit weights in T (ops/narrow_gemm.hpp)
 };
 
 namespace detail {

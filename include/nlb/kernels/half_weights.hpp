@@ -67,12 +67,6 @@ xsimd::batch<float, Arch> load_widened(const H* p) {
   return batch::load_aligned(values);
 }
 
-inline void check_product(const char* what, Index k, Index n, Index ldw, Index min_ldw) {
-  check_row_length(what, k, 0);
-  check_row_length(what, n, 0);
-  check_row_length(what, ldw, min_ldw);
-}
-
 // The blocking of the two products, measured on GPT-2-small shapes (docs/benchmarks.md): a
 // core keeps more memory requests in flight with more sequential streams, so x · W reads 16 rows
 // side by side into 4096 float sums (16 KiB, in the L1 cache), and x · Wᵀ takes 8 rows at a time,

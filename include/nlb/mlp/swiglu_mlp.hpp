@@ -23,7 +23,7 @@
 #include "nlb/mlp/route_counts.hpp"
 #include "nlb/ops/elementwise.hpp"
 #include "nlb/ops/gemm.hpp"
-#include "nlb/ops/half_gemm.hpp"
+#include "nlb/ops/narrow_gemm.hpp"
 #include "nlb/ops/rows.hpp"
 #include "nlb/ops/scratch.hpp"
 

@@ -21,7 +21,7 @@
 #include "nlb/model/layer_override.hpp"
 #include "nlb/model/mlp_slot.hpp"
 #include "nlb/ops/gemm.hpp"
-#include "nlb/ops/half_gemm.hpp"
+#include "nlb/ops/narrow_gemm.hpp"
 #include "nlb/ops/rows.hpp"
 #include "nlb/ops/scratch.hpp"
 
