@@ -81,7 +81,9 @@ inline void check_q8_product(const char* what, Index k, Index n, Index ldq, Inde
 
 // y[0, columns) += x[i0 … i0 + R) · W over R rows of W side by side (q, scales at row i0): full
 // blocks lanes at a time with one factor x · s per row and block, the shorter last block value by
-// value.
+// value. Each block read asks for the same block of the next group's row: a row's part of a chunk
+// is a short stream (≤ 4 KiB of 8-bit values) that the hardware prefetcher has no time to learn
+// (measured on GPT-2 small, one thread: 61.8 → 80.4 tokens/s; two groups ahead, 70).
 template <Index R, class Arch>
 void q8_vecmat_rows(const float* x, const std::int8_t* q, const float* scales, Index ldq, Index lds,
                     float* out, Index columns) {
@@ -99,6 +101,7 @@ void q8_vecmat_rows(const float* x, const std::int8_t* q, const float* scales, I
     for (Index r = 0; r < R; ++r) {
       const batch factor(x[r] * scales[r * lds + b]);
       const std::int8_t* values = q + r * ldq + b * q8_block;
+      __builtin_prefetch(values + R * ldq);  // the same block of the next group's row r
       for (Index l = 0; l < lanes; ++l)
         acc[l] = xsimd::fma(factor, load_q8<Arch>(values + l * width), acc[l]);
     }
@@ -110,10 +113,9 @@ void q8_vecmat_rows(const float* x, const std::int8_t* q, const float* scales, I
       out[j] += x[r] * scales[r * lds + full_blocks] * static_cast<float>(q[r * ldq + j]);
 }
 
-// Bytes of each row read ahead by x · Wᵀ (the same distance in bytes as the 16-bit kernel's).
-inline constexpr Index q8_transposed_prefetch = 2 * transposed_prefetch;
-
-// The dot products of x [k] with R rows of W (q, scales at row j0) into sums[0, R).
+// The dot products of x [k] with R rows of W (q, scales at row j0) into sums[0, R), each block
+// read asking for the same block of the next group's row (the unembedding's rows are 768 bytes:
+// a distance along the row would fall in rows this group reads anyway).
 template <Index R, class Arch>
 void q8_dot_rows(const float* x, const std::int8_t* q, const float* scales, Index k, Index ldq,
                  Index lds, float* sums) {
@@ -132,7 +134,7 @@ void q8_dot_rows(const float* x, const std::int8_t* q, const float* scales, Inde
     NLB_UNROLL_LOOP
     for (Index r = 0; r < R; ++r) {
       const std::int8_t* values = q + r * ldq + i;
-      __builtin_prefetch(values + q8_transposed_prefetch);
+      __builtin_prefetch(values + R * ldq);  // the same block of the next group's row r
       batch block = xs[0] * load_q8<Arch>(values);
       for (Index l = 1; l < lanes; ++l)
         block = xsimd::fma(xs[l], load_q8<Arch>(values + l * width), block);
