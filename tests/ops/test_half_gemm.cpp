@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "gemm_reference.hpp"
+#include "narrow_products.hpp"
 #include "nlb/io/dtype.hpp"
 #include "nlb/ops/narrow_gemm.hpp"
 #include "test_random.hpp"
@@ -167,40 +168,12 @@ BOOST_AUTO_TEST_CASE(row_kernels_hold_the_summation_bound) {
   check_row_kernels<Eigen::bfloat16, nlb::backend::cpu>("simd bf16");
 }
 
-// ops::gemm / gemm_bias with a HalfMatrix (and its transpose) for m rows on a context of
-// `threads` threads: m = 1 runs the row kernels, split over the threads when there are several;
-// m > 1 widens panels (k = 4096 makes them 512 columns wide, so n = 600 takes two panels, the
-// second one narrower).
+// ops::gemm / gemm_nt / gemm_bias with a HalfMatrix (narrow_products.hpp).
 template <class H, class Backend>
 void check_products(const std::string& name, int threads = 1) {
-  const nlb::Context<Backend> ctx(threads);
-  nlb::GemmScratch<float> scratch;
-  for (const auto& [m, k, n] : {std::tuple<Index, Index, Index>{1, 768, 3072},
-                                {1, 33, 17},
-                                {3, 4096, 600},
-                                {17, 100, 300}}) {
-    const Eigen::MatrixXd x =
-        nlb::test::gaussian(m, k, 5).template cast<float>().template cast<double>();
-    const nlb::HalfMatrix<H> w(nlb::test::gaussian(k, n, 6));
-    const nlb::HalfMatrix<H> wt(nlb::test::gaussian(n, k, 7));
-    const Eigen::MatrixXd bias =
-        nlb::test::gaussian(1, n, 8).template cast<float>().template cast<double>();
-    const RowMatrix<float> xf = x.cast<float>();
-    const RowMatrix<float> bias_f = bias.cast<float>();
-    const std::string shape =
-        name + " m " + std::to_string(m) + " k " + std::to_string(k) + " n " + std::to_string(n);
-    RowMatrix<float> y(m, n);
-    nlb::ops::gemm(ctx, xf, w, y, scratch);
-    const Eigen::MatrixXd zero = Eigen::MatrixXd::Zero(m, n);
-    check_within_bound<float>(y, triple_loop(x, w.template widened<double>(), zero), k,
-                              shape + " X·W");
-    nlb::ops::gemm(ctx, xf, wt.transpose(), y, scratch);
-    check_within_bound<float>(y, triple_loop(x, wt.template widened<double>().transpose(), zero), k,
-                              shape + " X·Wᵀ");
-    nlb::ops::gemm_bias(ctx, xf, w, bias_f, y, scratch);
-    check_within_bound<float>(y, triple_loop(x, w.template widened<double>(), bias.replicate(m, 1)),
-                              k, shape + " X·W + b");
-  }
+  nlb::test::check_narrow_products<Backend>(name, threads, [](Index rows, Index cols, int seed) {
+    return nlb::HalfMatrix<H>(nlb::test::gaussian(rows, cols, static_cast<unsigned>(seed)));
+  });
 }
 
 BOOST_AUTO_TEST_CASE(products_hold_the_summation_bound) {

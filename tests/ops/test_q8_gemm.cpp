@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "gemm_reference.hpp"
+#include "narrow_products.hpp"
 #include "nlb/core/weight_storage.hpp"
 #include "nlb/ops/narrow_gemm.hpp"
 #include "test_random.hpp"
@@ -237,42 +238,13 @@ BOOST_AUTO_TEST_CASE(short_strides_are_refused) {
                     nlb::ArgumentError);
 }
 
-// ops::gemm / gemm_bias with a Q8Matrix (and its transpose) for m rows on `threads` threads:
-// m = 1 runs the row kernels, split over the threads in whole blocks when there are several;
-// m > 1 widens panels (k = 4096 makes them 512 columns wide, so n = 600 takes two).
+// ops::gemm / gemm_nt / gemm_bias with a Q8Matrix (narrow_products.hpp); the 2-thread vector
+// products are split in whole blocks of columns.
 template <class Backend>
 void check_products(const std::string& name, int threads = 1) {
-  const nlb::Context<Backend> ctx(threads);
-  nlb::GemmScratch<float> scratch;
-  for (const auto& [m, k, n] : {std::tuple<Index, Index, Index>{1, 768, 3072},
-                                {1, 33, 17},
-                                {1, 1000, 2050},
-                                {3, 4096, 600},
-                                {17, 100, 300}}) {
-    const Eigen::MatrixXd x =
-        nlb::test::gaussian(m, k, 5).template cast<float>().template cast<double>();
-    const Q8Matrix w(blocky(k, n, 6).template cast<float>());
-    const Q8Matrix wt(blocky(n, k, 7).template cast<float>());
-    const Eigen::MatrixXd bias =
-        nlb::test::gaussian(1, n, 8).template cast<float>().template cast<double>();
-    const RowMatrix<float> xf = x.cast<float>();
-    const RowMatrix<float> bias_f = bias.cast<float>();
-    const std::string shape =
-        name + " m " + std::to_string(m) + " k " + std::to_string(k) + " n " + std::to_string(n);
-    RowMatrix<float> y(m, n);
-    const Eigen::MatrixXd zero = Eigen::MatrixXd::Zero(m, n);
-    nlb::ops::gemm(ctx, xf, w, y, scratch);
-    check_within_bound<float>(y, triple_loop(x, w.widened<double>(), zero), k, shape + " X·W");
-    nlb::ops::gemm(ctx, xf, wt.transpose(), y, scratch);
-    check_within_bound<float>(y, triple_loop(x, wt.widened<double>().transpose(), zero), k,
-                              shape + " X·Wᵀ");
-    nlb::ops::gemm_nt(ctx, xf, wt, y, scratch);
-    check_within_bound<float>(y, triple_loop(x, wt.widened<double>().transpose(), zero), k,
-                              shape + " gemm_nt");
-    nlb::ops::gemm_bias(ctx, xf, w, bias_f, y, scratch);
-    check_within_bound<float>(y, triple_loop(x, w.widened<double>(), bias.replicate(m, 1)), k,
-                              shape + " X·W + b");
-  }
+  nlb::test::check_narrow_products<Backend>(name, threads, [](Index rows, Index cols, int seed) {
+    return Q8Matrix(blocky(rows, cols, static_cast<unsigned>(seed)).template cast<float>());
+  });
 }
 
 BOOST_AUTO_TEST_CASE(products_hold_the_summation_bound) {
