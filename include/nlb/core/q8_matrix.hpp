@@ -92,13 +92,12 @@ class Q8Matrix {
     return row_scales(r)[c / q8_block] * static_cast<float>(row(r)[c]);
   }
 
-  /// Row r [1, cols] in T (a copy). O(cols).
+  /// Row r [1, cols] as an Eigen expression of T values (scale · q, computed as it is read: no
+  /// copy, so an embedding lookup per token allocates nothing). O(cols) to read.
   template <class T = float>
-  RowVector<T> row_as(Index r) const {
-    RowVector<T> out(cols_);
-    for (Index c = 0; c < cols_; ++c)
-      out(c) = static_cast<T>(value(r, c));
-    return out;
+  auto row_as(Index r) const {
+    return RowVector<T>::NullaryExpr(cols_,
+                                     [this, r](Index c) { return static_cast<T>(value(r, c)); });
   }
 
   /// The values in T. O(rows · cols).

@@ -13,7 +13,7 @@
 //
 // Which to pick for decoding, measured (docs/benchmarks.md): f16/bf16 move every logit by ~1e-3
 // of its scale; q8 moves perplexity by a fraction of a percent (the table in
-// docs/model_files.md) and reads the least.
+// docs/half_precision.md) and reads the least.
 #pragma once
 
 #include <type_traits>

@@ -120,7 +120,7 @@ namespace detail {
 template <class T, class W>
 auto weight_row(const W& w, Index r) {
   if constexpr (requires { w.template row_as<T>(r); })
-    return w.template row_as<T>(r);  // HalfMatrix: widened as it is read
+    return w.template row_as<T>(r);  // HalfMatrix, Q8Matrix: widened as it is read
   else
     return w.row(r);
 }
