@@ -6,19 +6,23 @@
 //
 // BM_fma_peak: one core's float FMA throughput (independent accumulator chains of the widest
 // xsimd batch this build targets): the limit a GEMM is held to. BM_gemm/<provider>: ops::gemm
-// with that provider; arguments {m, k, n, rhs transposed, threads}: [m, k] · [k, n] (transposed:
-// the [n, k] matrix's transpose, as the tied unembedding is used). The GPT-2-small products at
-// T = 128 and 1024 on one thread, then the MLP products of the d = 768 / 1024 / 2048 models
-// (GPT-2 small, medium, a 1B Llama's width) at m = 4 … 1024 rows, NN ([m, d] · [d, 4d]) and NT
-// ([m, d] · ([4d, d])ᵀ), on one and two threads. A product of one row never reaches a provider
-// (ops::gemm's vector path), so m starts at 4.
+// with that provider (measured: the per-product choice from the recorded sweeps); arguments
+// {m, k, n, rhs transposed, threads}: [m, k] · [k, n] (transposed: the [n, k] matrix's
+// transpose, as the tied unembedding is used). The GPT-2-small products at T = 128 and 1024 on
+// one thread, then the MLP products of the d = 768 / 1024 / 2048 models (GPT-2 small, medium, a
+// 1B Llama's width) at m = 4 … 1024 rows, NN ([m, d] · [d, 4d]) and NT ([m, d] · ([4d, d])ᵀ), on
+// one and two threads. A product of one row never reaches a provider (ops::gemm's vector path),
+// so m starts at 4. main() prints the CPU kind (nlb/core/cpu_kind.hpp) that
+// benchmarks/gemm_measurements.py records the sweep under.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
 #include <cstdio>
 #include <random>
+#include <string>
 
 #include "nlb/core/context.hpp"
+#include "nlb/core/cpu_kind.hpp"
 #include "nlb/core/matrix.hpp"
 #include "nlb/core/xsimd.hpp"
 #include "nlb/ops/gemm.hpp"
@@ -107,32 +111,18 @@ void width_sweep(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_fma_peak);
-BENCHMARK(BM_gemm<nlb::gemm_provider::eigen>)->Name("BM_gemm/eigen")->Apply(gpt2_shapes);
-#if defined(NLB_HAVE_OPENBLAS)
-BENCHMARK(BM_gemm<nlb::gemm_provider::openblas>)->Name("BM_gemm/openblas")->Apply(gpt2_shapes);
-#endif
-#if defined(NLB_HAVE_BLIS)
-BENCHMARK(BM_gemm<nlb::gemm_provider::blis>)->Name("BM_gemm/blis")->Apply(gpt2_shapes);
-#endif
-#if defined(NLB_HAVE_ONEDNN)
-BENCHMARK(BM_gemm<nlb::gemm_provider::onednn>)->Name("BM_gemm/onednn")->Apply(gpt2_shapes);
-#endif
-#if defined(NLB_HAVE_LIBXSMM)
-BENCHMARK(BM_gemm<nlb::gemm_provider::libxsmm>)->Name("BM_gemm/libxsmm")->Apply(gpt2_shapes);
-#endif
-BENCHMARK(BM_gemm<nlb::gemm_provider::eigen>)->Name("BM_sweep/eigen")->Apply(width_sweep);
-#if defined(NLB_HAVE_OPENBLAS)
-BENCHMARK(BM_gemm<nlb::gemm_provider::openblas>)->Name("BM_sweep/openblas")->Apply(width_sweep);
-#endif
-#if defined(NLB_HAVE_BLIS)
-BENCHMARK(BM_gemm<nlb::gemm_provider::blis>)->Name("BM_sweep/blis")->Apply(width_sweep);
-#endif
-#if defined(NLB_HAVE_ONEDNN)
-BENCHMARK(BM_gemm<nlb::gemm_provider::onednn>)->Name("BM_sweep/onednn")->Apply(width_sweep);
-#endif
-#if defined(NLB_HAVE_LIBXSMM)
-BENCHMARK(BM_gemm<nlb::gemm_provider::libxsmm>)->Name("BM_sweep/libxsmm")->Apply(width_sweep);
-#endif
+
+// BM_gemm/<provider> and BM_sweep/<provider> for each provider of this build.
+template <class Provider>
+void register_provider() {
+  if constexpr (nlb::gemm_provider::is_available<Provider>) {
+    const std::string name = nlb::gemm_provider::name<Provider>();
+    benchmark::RegisterBenchmark(("BM_gemm/" + name).c_str(), BM_gemm<Provider>)
+        ->Apply(gpt2_shapes);
+    benchmark::RegisterBenchmark(("BM_sweep/" + name).c_str(), BM_gemm<Provider>)
+        ->Apply(width_sweep);
+  }
+}
 
 }  // namespace
 
@@ -144,5 +134,10 @@ int main(int argc, char** argv) {
   if (dladdr(reinterpret_cast<void*>(&cblas_sgemm), &info) != 0 && info.dli_fname != nullptr)
     std::printf("cblas_sgemm comes from %s\n", info.dli_fname);
 #endif
+  std::printf("CPU kind: %s\n", nlb::describe(nlb::this_cpu_kind()).c_str());
+  register_provider<nlb::gemm_provider::eigen>();
+  nlb::gemm_provider::for_each_library_provider(
+      [](auto provider) { register_provider<decltype(provider)>(); });
+  register_provider<nlb::gemm_provider::measured>();
   return nlb::bench::run_benchmarks(argc, argv);
 }

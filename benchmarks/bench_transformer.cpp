@@ -8,17 +8,19 @@
 // BM_Gpt2SmallForward/<provider>: the model on backend::simd with each GEMM provider of this
 // build (nlb/ops/gemm.hpp), side by side. Arguments: {T, threads}; threads are the context's
 // (Context<Backend>(threads), which ops::gemm gives the provider: Eigen's OpenMP threads,
-// OpenBLAS's or BLIS's pool).
+// OpenBLAS's or BLIS's pool, OpenMP's count for oneDNN; measured: every one of them).
 // OpenBLAS 0.3.21 does not know every CPU: set OPENBLAS_CORETYPE (docs/benchmarks.md).
 #include <benchmark/benchmark.h>
 
 #include <random>
+#include <string>
 #include <type_traits>
 
 #include "gpt2_small_model.hpp"
 #include "nlb/model/load_model.hpp"
 #include "nlb/ops/gemm.hpp"
 #include "provider_only.hpp"
+#include "run_benchmarks.hpp"
 
 namespace {
 
@@ -73,23 +75,29 @@ void forward_args(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 }
 
+// BM_Gpt2SmallForward/<provider> for each provider of this build; also with small_gemm off for
+// the default one.
+template <class Provider>
+void register_provider() {
+  if constexpr (nlb::gemm_provider::is_available<Provider>) {
+    const std::string name = nlb::gemm_provider::name<Provider>();
+    benchmark::RegisterBenchmark(("BM_Gpt2SmallForward/" + name).c_str(),
+                                 BM_Gpt2SmallForward<Provider>)
+        ->Apply(forward_args);
+    if constexpr (std::is_same_v<Provider, nlb::gemm_provider::default_provider> &&
+                  !std::is_same_v<Provider, nlb::gemm_provider::eigen>)
+      benchmark::RegisterBenchmark(("BM_Gpt2SmallForward/" + name + "_provider_only").c_str(),
+                                   BM_Gpt2SmallForwardProviderOnly<Provider>)
+          ->Apply(forward_args);
+  }
+}
+
 }  // namespace
 
-BENCHMARK(BM_Gpt2SmallForward<nlb::gemm_provider::eigen>)
-    ->Name("BM_Gpt2SmallForward/eigen")
-    ->Apply(forward_args);
-#if defined(NLB_HAVE_OPENBLAS)
-BENCHMARK(BM_Gpt2SmallForward<nlb::gemm_provider::openblas>)
-    ->Name("BM_Gpt2SmallForward/openblas")
-    ->Apply(forward_args);
-BENCHMARK(BM_Gpt2SmallForwardProviderOnly<nlb::gemm_provider::openblas>)
-    ->Name("BM_Gpt2SmallForward/openblas_provider_only")
-    ->Apply(forward_args);
-#endif
-#if defined(NLB_HAVE_BLIS)
-BENCHMARK(BM_Gpt2SmallForward<nlb::gemm_provider::blis>)
-    ->Name("BM_Gpt2SmallForward/blis")
-    ->Apply(forward_args);
-#endif
-
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  register_provider<nlb::gemm_provider::eigen>();
+  nlb::gemm_provider::for_each_library_provider(
+      [](auto provider) { register_provider<decltype(provider)>(); });
+  register_provider<nlb::gemm_provider::measured>();
+  return nlb::bench::run_benchmarks(argc, argv);
+}

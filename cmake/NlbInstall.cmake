@@ -35,14 +35,21 @@ set(NLB_PC_TEXT_REQUIRES "")
 if(NLB_WITH_TEXT)
   set(NLB_PC_TEXT_REQUIRES ", libutf8proc")
 endif()
-# The default GEMM provider's header directory, definitions and library (none for Eigen).
+# The default GEMM provider's header directories, definitions and libraries (none for Eigen;
+# every library found for measured).
 set(NLB_PC_GEMM_CFLAGS "")
 set(NLB_PC_GEMM_LIBS "")
+foreach(library IN LISTS NLB_DEFAULT_GEMM_LIBRARIES)
+  string(TOUPPER "${library}" upper)
+  string(APPEND NLB_PC_GEMM_CFLAGS " -I${NLB_${upper}_INCLUDE_DIR} -DNLB_HAVE_${upper}")
+  string(APPEND NLB_PC_GEMM_LIBS " ${NLB_${upper}_LIBRARY}")
+endforeach()
 if(NOT NLB_DEFAULT_GEMM STREQUAL "eigen")
   string(TOUPPER "${NLB_DEFAULT_GEMM}" upper)
-  set(NLB_PC_GEMM_CFLAGS
-      " -I${NLB_${upper}_INCLUDE_DIR} -DNLB_HAVE_${upper} -DNLB_DEFAULT_GEMM_${upper}")
-  set(NLB_PC_GEMM_LIBS " ${NLB_${upper}_LIBRARY}")
+  if(NLB_DEFAULT_GEMM STREQUAL "measured")
+    string(APPEND NLB_PC_GEMM_CFLAGS " -DNLB_HAVE_MEASURED")
+  endif()
+  string(APPEND NLB_PC_GEMM_CFLAGS " -DNLB_DEFAULT_GEMM_${upper}")
 endif()
 configure_file("${PROJECT_SOURCE_DIR}/cmake/nlbudget.pc.in" "${PROJECT_BINARY_DIR}/nlbudget.pc"
                @ONLY)

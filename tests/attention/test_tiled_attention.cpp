@@ -154,6 +154,47 @@ BOOST_AUTO_TEST_CASE(grouped_query_heads_read_their_shared_key_value_head) {
   BOOST_TEST(fails(2 * wq, 2 * (wv + 1), "output width"));  // 2 heads of 6, out has 5 per head
 }
 
+#if defined(_OPENMP)
+constexpr bool kBuiltWithOpenMP = true;
+#else
+constexpr bool kBuiltWithOpenMP = false;
+#endif
+
+// Heads split over a context's threads: every head's arithmetic is that of a one-thread context,
+// so the outputs are equal bit for bit — a prompt after a cached prefix and single decoding steps
+// over a long cache, grouped-query and multi-head, with more threads than a split of 1 head
+// each. Skipped in a build without OpenMP (the split does not exist there).
+BOOST_AUTO_TEST_CASE(heads_split_over_threads_compute_each_head_as_one_thread_does,
+                     *boost::unit_test::enable_if<kBuiltWithOpenMP>()) {
+  const Index heads = 6, wq = 16, wv = 16;
+  const nlb::Context<nlb::backend::cpu> one(1);
+  nlb::ops::HostScratch<float> scratch_one, scratch_many;
+  std::uint64_t seed = 1300;
+  struct Shape {
+    Index rows, past, kv_heads;
+  };
+  for (const Shape c : {Shape{96, 40, 2}, Shape{1, 3000, 6}, Shape{1, 3000, 3}, Shape{200, 0, 6}}) {
+    const RowMatrix<float> q = nlb::test::normal_matrix<float>(c.rows, heads * wq, 1.0, ++seed);
+    const RowMatrix<float> k =
+        nlb::test::normal_matrix<float>(c.past + c.rows, c.kv_heads * wq, 1.0, ++seed);
+    const RowMatrix<float> v =
+        nlb::test::normal_matrix<float>(c.past + c.rows, c.kv_heads * wv, 1.0, ++seed);
+    const float scale = 0.25f;
+    RowMatrix<float> by_one(c.rows, heads * wv);
+    nlb::ops::causal_attention(one, q, k, v, by_one, heads, scale, c.past, scratch_one);
+    for (const int threads : {2, 4, 8}) {
+      const nlb::Context<nlb::backend::cpu> many(threads);
+      RowMatrix<float> by_many(c.rows, heads * wv);
+      nlb::ops::causal_attention(many, q, k, v, by_many, heads, scale, c.past, scratch_many);
+      BOOST_TEST((by_many.array() == by_one.array()).all(),
+                 c.rows << " rows after " << c.past << ", " << c.kv_heads << " key/value heads, "
+                        << threads << " threads: largest difference "
+                        << (by_many - by_one).cwiseAbs().maxCoeff());
+    }
+    BOOST_TEST(scratch_many.attention_threads.size() == std::size_t{5});  // 6 heads, 8 threads
+  }
+}
+
 BOOST_AUTO_TEST_CASE(dense_attention_beyond_one_tile_decodes_as_it_runs_whole) {
   // 300 positions: five query tiles and two key tiles of the defaults. The sequence runs once
   // whole, then as a 170-token prompt followed by 130 single-token steps through the cache.

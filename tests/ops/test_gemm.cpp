@@ -5,6 +5,9 @@
 // tolerance table, which any correct order meets and a wrong operand, stride or transpose
 // misses by orders of magnitude. Vector results split over OpenMP threads (a context with more
 // than one thread, decoding's GEMVs) against the same loop.
+#include <dlfcn.h>
+
+#include <array>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -12,6 +15,7 @@
 #include <string>
 
 #include "gemm_reference.hpp"
+#include "nlb/core/cpu_kind.hpp"
 #include "nlb/ops/gemm.hpp"
 #include "test_random.hpp"
 #include "tolerances.hpp"
@@ -168,6 +172,102 @@ BOOST_AUTO_TEST_CASE(libxsmm_provider_meets_the_summation_bound) {
 #endif
 }
 
+BOOST_AUTO_TEST_CASE(measured_provider_meets_the_summation_bound) {
+#if defined(NLB_HAVE_MEASURED)
+  BOOST_TEST_MESSAGE("CPU kind: " << nlb::describe(nlb::this_cpu_kind()) << ", "
+                                  << nlb::ops::detail::this_cpu_measurements().size()
+                                  << " recorded measurements");
+  check_provider_both_types<nlb::gemm_provider::measured>("measured");
+  check_provider_both_types<nlb::gemm_provider::measured>("measured", 2);
+#else
+  BOOST_TEST_MESSAGE("no BLAS provider in this build, so no measured provider");
+#endif
+}
+
+// With OpenBLAS and BLIS in one program both export cblas_sgemm and sgemm_; the OpenBLAS provider
+// (and LIBXSMM's fallback) must get OpenBLAS's (the link order in CMakeLists.txt).
+BOOST_AUTO_TEST_CASE(cblas_names_bind_to_openblas) {
+#if defined(NLB_HAVE_OPENBLAS)
+  Dl_info info{};
+  BOOST_REQUIRE(dladdr(reinterpret_cast<void*>(&cblas_sgemm), &info) != 0);
+  BOOST_REQUIRE(info.dli_fname != nullptr);
+  BOOST_TEST_MESSAGE("cblas_sgemm comes from " << info.dli_fname);
+  BOOST_TEST(std::string(info.dli_fname).find("openblas") != std::string::npos);
+#else
+  BOOST_TEST_MESSAGE("OpenBLAS is not part of this build");
+#endif
+}
+
+#if defined(NLB_HAVE_MEASURED)
+// The choice among recorded rows, on rows made up so that every grid point has its own winner.
+BOOST_AUTO_TEST_CASE(measured_choice_takes_the_nearest_recorded_shape) {
+  using nlb::CpuVectorIsa;
+  using nlb::CpuVendor;
+  using nlb::ops::detail::choose_measured_provider;
+  using nlb::ops::detail::GemmMeasurement;
+  using P = nlb::ops::detail::MeasuredProvider;
+  // Rows m 4 / 64 at width 768 / 2048, NN, one thread; and one two-thread NT row.
+  const GemmMeasurement rows[] = {
+      {CpuVendor::amd, 26, CpuVectorIsa::avx512, 1, false, 768, 4, {10, 20, 0, 30, 40}},
+      {CpuVendor::amd, 26, CpuVectorIsa::avx512, 1, false, 768, 64, {90, 20, 0, 30, 40}},
+      {CpuVendor::amd, 26, CpuVectorIsa::avx512, 1, false, 2048, 4, {10, 50, 0, 30, 40}},
+      {CpuVendor::amd, 26, CpuVectorIsa::avx512, 1, false, 2048, 64, {10, 20, 0, 60, 40}},
+      {CpuVendor::amd, 26, CpuVectorIsa::avx512, 2, true, 768, 4, {10, 20, 70, 30, 40}},
+  };
+  const std::array<bool, 5> all = {true, true, true, true, true};
+  const auto choose = [&](int threads, bool nt, Index m, Index k, Index n,
+                          const std::array<bool, 5>& eligible) {
+    return choose_measured_provider(rows, threads, nt, m, k, n, eligible);
+  };
+  // m: 4 · 64 = 256, so up to 16 rows snap to 4 and from 17 to 64; width: sqrt(k · n / 4)
+  // against sqrt(768 · 2048) ≈ 1254.
+  BOOST_TEST((choose(1, false, 16, 768, 3072, all) == P::libxsmm));
+  BOOST_TEST((choose(1, false, 17, 768, 3072, all) == P::eigen));
+  BOOST_TEST((choose(1, false, 1024, 768, 3072, all) == P::eigen));
+  BOOST_TEST((choose(1, false, 4, 1254, 4 * 1254, all) == P::libxsmm));
+  BOOST_TEST((choose(1, false, 4, 1255, 4 * 1255, all) == P::openblas));
+  BOOST_TEST((choose(1, false, 64, 4096, 4096, all) == P::onednn));  // width 2048
+  // A provider not eligible here gives way to the next fastest; a 0 is never chosen.
+  auto without_libxsmm = all;
+  without_libxsmm[4] = false;
+  BOOST_TEST((choose(1, false, 4, 768, 3072, without_libxsmm) == P::onednn));
+  BOOST_TEST((choose(1, false, 4, 768, 3072, {true, false, true, false, false}) == P::eigen));
+  // Threads: the largest recorded count not above the context's (4 → 2), else the fewest.
+  BOOST_TEST((choose(4, true, 4, 768, 3072, all) == P::blis));
+  BOOST_TEST((choose(1, true, 4, 768, 3072, all) == P::openblas));  // no 1-thread NT rows
+  // No rows: OpenBLAS where eligible, else Eigen.
+  BOOST_TEST((choose_measured_provider({}, 1, false, 64, 768, 3072, all) == P::openblas));
+  BOOST_TEST((choose_measured_provider({}, 1, false, 64, 768, 3072,
+                                       {true, false, true, true, true}) == P::eigen));
+}
+
+BOOST_AUTO_TEST_CASE(measurements_are_found_by_cpu_kind) {
+  using nlb::CpuKind;
+  using nlb::CpuVectorIsa;
+  using nlb::CpuVendor;
+  using nlb::ops::detail::measurements_for;
+  // Every recorded block is found by its own key, whole.
+  const auto& all = nlb::ops::detail::gemm_measurements;
+  for (const auto& row : all) {
+    const auto rows = measurements_for(CpuKind{row.vendor, row.family, row.isa});
+    BOOST_TEST_REQUIRE(!rows.empty());
+    BOOST_TEST((rows.front().vendor == row.vendor && rows.front().family == row.family &&
+                rows.front().isa == row.isa));
+    BOOST_TEST((&row >= rows.data() && &row < rows.data() + rows.size()));
+    for (const auto& r : rows)
+      for (const float g : r.gflops)
+        BOOST_TEST((g >= 0 && std::isfinite(g)));
+  }
+  // Another family of a recorded vendor and ISA takes that vendor's first recorded family.
+  const auto& first = all[0];
+  const auto other_family = measurements_for(CpuKind{first.vendor, 99, first.isa});
+  BOOST_TEST_REQUIRE(!other_family.empty());
+  BOOST_TEST(other_family.front().family == first.family);
+  // An unrecorded vendor has none.
+  BOOST_TEST(measurements_for(CpuKind{CpuVendor::other, 0, CpuVectorIsa::other}).empty());
+}
+#endif
+
 BOOST_AUTO_TEST_CASE(default_backend_uses_the_configured_provider) {
   static_assert(std::is_same_v<nlb::backend::cpu::gemm, nlb::gemm_provider::default_provider>);
   static_assert(std::is_same_v<nlb::backend::scalar::gemm, nlb::gemm_provider::eigen>);
@@ -177,6 +277,8 @@ BOOST_AUTO_TEST_CASE(default_backend_uses_the_configured_provider) {
   BOOST_TEST(std::string(nlb::gemm_provider::name<nlb::backend::cpu::gemm>()) == "openblas");
 #elif defined(NLB_DEFAULT_GEMM_BLIS)
   BOOST_TEST(std::string(nlb::gemm_provider::name<nlb::backend::cpu::gemm>()) == "blis");
+#elif defined(NLB_DEFAULT_GEMM_MEASURED)
+  BOOST_TEST(std::string(nlb::gemm_provider::name<nlb::backend::cpu::gemm>()) == "measured");
 #else
   BOOST_TEST(std::string(nlb::gemm_provider::name<nlb::backend::cpu::gemm>()) == "eigen");
 #endif

@@ -76,6 +76,11 @@ inline constexpr Index vecmat_chunk = 4096;
 inline constexpr Index vecmat_rows = 16;
 inline constexpr Index transposed_rows = 8;
 inline constexpr Index transposed_prefetch = 512;
+// x · W also asks for each cache line of the next group's rows as it reads the same line of the
+// current group: a row's part of a chunk is a short stream (8 KiB) that the hardware prefetcher
+// has no time to learn.
+template <class H>
+inline constexpr Index values_per_line = 64 / static_cast<Index>(sizeof(H));
 
 }  // namespace detail
 
@@ -142,9 +147,13 @@ void half_vecmat(backend::simd<Arch, Gemm>, const float* x, const H* w, Index k,
       }
       for (Index j = 0; j < full; j += width) {
         batch acc = batch::load_unaligned(out + j);
+        const bool line_start = j % detail::values_per_line<H> == 0;
         NLB_UNROLL_LOOP
-        for (Index q = 0; q < rows; ++q)
+        for (Index q = 0; q < rows; ++q) {
+          if (line_start)  // the same cache line of the next group's row q
+            __builtin_prefetch(r[q] + j + rows * ldw);
           acc = xsimd::fma(xs[q], detail::load_widened<Arch>(r[q] + j), acc);
+        }
         acc.store_unaligned(out + j);
       }
       for (Index j = full; j < columns; ++j) {

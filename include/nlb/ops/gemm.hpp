@@ -14,6 +14,8 @@
 //   operands whose strides BLAS cannot take, and every product when the library found no kernels
 //   for this CPU newer than the build's ISA (see provider_usable in ops/detail/: OpenBLAS 0.3.21
 //   runs SSE3 kernels on CPUs it does not know).
+// - gemm_provider::measured: per product, one of the above, the one measured fastest at the
+//   nearest recorded shape on this kind of CPU (ops/detail/gemm_measured.hpp), or Eigen.
 // The context's thread count goes to the provider's pool; vector results (batch-1 decoding's
 // products) are split by output entries over that many threads in a program built with OpenMP
 // (otherwise they run on the calling thread), for products of at least parallel_vector_min_work
@@ -39,17 +41,9 @@
 #include "nlb/core/matrix.hpp"
 #include "nlb/kernels/small_gemm.hpp"
 #include "nlb/ops/detail/blas_operand.hpp"
-#if defined(NLB_HAVE_OPENBLAS)
-#include "nlb/ops/detail/gemm_openblas.hpp"
-#endif
-#if defined(NLB_HAVE_BLIS)
-#include "nlb/ops/detail/gemm_blis.hpp"
-#endif
-#if defined(NLB_HAVE_ONEDNN)
-#include "nlb/ops/detail/gemm_onednn.hpp"
-#endif
-#if defined(NLB_HAVE_LIBXSMM)
-#include "nlb/ops/detail/gemm_libxsmm.hpp"
+#include "nlb/ops/detail/gemm_providers.hpp"
+#if defined(NLB_HAVE_MEASURED)
+#include "nlb/ops/detail/gemm_measured.hpp"
 #endif
 
 namespace nlb::ops {
@@ -87,8 +81,7 @@ bool try_blas_gemm(Dst& dst, const Lhs& a_lhs, const Rhs& a_rhs, bool accumulate
     if (!blas_view(lhs, a) || !blas_view(rhs, b) || !blas_view(dst, c))
       return false;
     const T alpha = combine_scalar_factors(T(1), a_lhs, a_rhs);
-    provider_gemm(Provider{}, a, b, c, alpha, accumulate ? T(1) : T(0));
-    return true;
+    return run_provider_gemm(Provider{}, a, b, c, alpha, accumulate ? T(1) : T(0));
   }
 }
 
@@ -201,13 +194,6 @@ bool try_parallel_vector_product(int threads, Dst& dst, const Lhs& lhs, const Rh
                                    out.noalias() = lhs.middleRows(begin, end - begin) * rhs;
                                }
                              });
-}
-
-/// The threads last given to Provider's library (its pool is one per process): 0 before any.
-template <class Provider>
-std::atomic<int>& provider_threads_applied() {
-  static std::atomic<int> threads{0};
-  return threads;
 }
 
 }  // namespace detail

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <type_traits>
+#include <vector>
 
 #include "nlb/core/backend.hpp"
 #include "nlb/core/context.hpp"
@@ -25,6 +26,9 @@ struct HostScratch : GemmScratch<T> {
   kernels::RotaryAngles<T> angles;
   RowMatrix<T> linear_state, linear_chunk;  // [d_k, d_v], [64, 64]
   RowVector<T> linear_sums;                 // [d_k]
+  /// [threads − 1]: the scratch of the other threads when ops::causal_attention splits the heads
+  /// over a context's threads (the calling thread uses the members above).
+  std::vector<detail::AttentionThreadScratch<T>> attention_threads;
 };
 
 /// The scratch type of Backend for scalar T (specialised for backend::cuda in nlb/cuda/ops.cuh).

@@ -4,6 +4,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstddef>
 #include <iterator>
@@ -35,6 +36,23 @@ void provider_set_threads(Provider, int) = delete;
 /// go to Eigen.
 template <class Provider, class T>
 inline constexpr bool provider_takes = true;
+
+/// c = alpha · a · b + beta · c by the provider's library, and true; the measured provider
+/// (gemm_measured.hpp) overloads it to return false, doing nothing, where Eigen was measured
+/// fastest, and ops::gemm then runs the product in Eigen.
+template <class Provider, class T>
+bool run_provider_gemm(Provider, const BlasMatrix<const T>& a, const BlasMatrix<const T>& b,
+                       const BlasMatrix<T>& c, T alpha, T beta) {
+  provider_gemm(Provider{}, a, b, c, alpha, beta);
+  return true;
+}
+
+/// The threads last given to Provider's library (its pool is one per process): 0 before any.
+template <class Provider>
+std::atomic<int>& provider_threads_applied() {
+  static std::atomic<int> threads{0};
+  return threads;
+}
 
 /// True unless this program is compiled for FMA (AVX2 or FMA flags) and `kernels`, the name of
 /// the kernel set a BLAS library chose for this CPU, is one of `without_fma` (its older kernel

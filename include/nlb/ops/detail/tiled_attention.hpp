@@ -42,6 +42,14 @@ struct TiledAttentionScratch {
   std::vector<T> sum;       // [queries]: each row's running sum of exp(logit − maximum)
 };
 
+/// What one more thread needs to run heads of ops::causal_attention beside the calling thread:
+/// its own score tile and packing buffers.
+template <class T>
+struct AttentionThreadScratch {
+  TiledAttentionScratch<T> attention;
+  GemmScratch<T> gemm;
+};
+
 /// out = softmax_causal(scale · q kᵀ) v for one head: q [T, w] the queries at positions
 /// [past, past + T), k [past + T, w] and v [past + T, d_v] every key and value position, out
 /// [T, d_v] (must not alias an operand); query i attends to keys j <= past + i. scale > 0.
