@@ -72,6 +72,12 @@ nlb_find_gemm_provider(blis blis.h blis "${NLB_REQUIRE_BLIS}")
 # libxsmm_?gemm hands the products its kernels do not take to a BLAS: OpenBLAS's, linked with it,
 # so LIBXSMM counts as found only beside OpenBLAS).
 nlb_find_gemm_provider(onednn dnnl.h dnnl "${NLB_REQUIRE_ONEDNN}")
+# oneDNN's threads are those of the OpenMP runtime it is built with (Debian: GNU OpenMP), which
+# the provider sets with omp_set_num_threads: its programs link libgomp itself (not -fopenmp), so
+# a program built without OpenMP still gives oneDNN the context's thread count.
+if(NLB_HAVE_ONEDNN)
+  set_property(TARGET nlbudget_deps::onednn PROPERTY INTERFACE_LINK_LIBRARIES gomp)
+endif()
 if(NLB_HAVE_OPENBLAS)
   nlb_find_gemm_provider(libxsmm libxsmm.h xsmm "${NLB_REQUIRE_LIBXSMM}")
 elseif(NLB_REQUIRE_LIBXSMM)

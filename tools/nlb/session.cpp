@@ -17,7 +17,8 @@ namespace nlb::cli {
 int host_threads() {
   static const int threads = [] {
 #if defined(NLB_HAVE_OPENBLAS)
-    if constexpr (std::is_same_v<backend::cpu::gemm, gemm_provider::openblas>)
+    if constexpr (std::is_same_v<backend::cpu::gemm, gemm_provider::openblas> ||
+                  std::is_same_v<backend::cpu::gemm, gemm_provider::measured>)
       return std::max(1, openblas_get_num_threads());
 #endif
     return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

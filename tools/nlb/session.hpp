@@ -15,7 +15,8 @@
 namespace nlb::cli {
 
 /// The threads of the CPU contexts: what the GEMM provider would use by itself, read before any
-/// context applies its own — OpenBLAS's count (OPENBLAS_NUM_THREADS, else every core), else
+/// context applies its own — OpenBLAS's count (OPENBLAS_NUM_THREADS, else every core) with the
+/// OpenBLAS or the measured provider (which has OpenBLAS among its libraries), else
 /// every core (std::thread::hardware_concurrency). So a run keeps the provider's threads of
 /// earlier nlb versions, on one process and on each MPI rank alike (mpirun -x
 /// OPENBLAS_NUM_THREADS=1: one per rank, docs/scaling.md).

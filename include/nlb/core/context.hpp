@@ -51,7 +51,9 @@ class Context<Backend, std::enable_if_t<backend::is_host<Backend>>> {
   template <class Other>
   requires(backend::is_host<Other> &&
            !std::is_same_v<Other, Backend>) explicit Context(const Context<Other>& other)
-      : threads_(other.threads()), small_gemm_(other.small_gemm()) {}
+      : threads_(other.threads()),
+        small_gemm_(other.small_gemm()),
+        allocation_free_(other.allocation_free()) {}
 
   int threads() const { return threads_; }
   Context& set_threads(int threads) {
@@ -67,6 +69,17 @@ class Context<Backend, std::enable_if_t<backend::is_host<Backend>>> {
     return *this;
   }
 
+  /// Whether products must not allocate heap memory after warm-up (off by default). The measured
+  /// GEMM provider then leaves oneDNN out of its choice: dnnl_sgemm allocates its own scratch on
+  /// every call (docs/ops.md). For callers that must not allocate in steady state (a real-time
+  /// engine; tests/model/test_forward_allocations.cpp); decoding's vector products never reach
+  /// a library either way.
+  bool allocation_free() const { return allocation_free_; }
+  Context& set_allocation_free(bool required) {
+    allocation_free_ = required;
+    return *this;
+  }
+
   /// The CPU runs every operation before it returns: nothing to wait for.
   void synchronize() const {}
   /// Waits for queued work (always 0 on the CPU; a device context counts its own).
@@ -75,6 +88,7 @@ class Context<Backend, std::enable_if_t<backend::is_host<Backend>>> {
  private:
   int threads_ = 1;
   bool small_gemm_ = true;
+  bool allocation_free_ = false;
 };
 
 }  // namespace nlb

@@ -52,7 +52,8 @@ namespace detail {
 
 // The BLAS call for dst (+)= lhs · rhs, or false when the product is left to Eigen.
 template <class Provider, class Dst, class Lhs, class Rhs>
-bool try_blas_gemm(Dst& dst, const Lhs& a_lhs, const Rhs& a_rhs, bool accumulate) {
+bool try_blas_gemm(Dst& dst, const Lhs& a_lhs, const Rhs& a_rhs, bool accumulate,
+                   bool allocation_free) {
   using namespace Eigen::internal;
   using T = typename Lhs::Scalar;
   using LhsTraits = blas_traits<Lhs>;
@@ -81,7 +82,7 @@ bool try_blas_gemm(Dst& dst, const Lhs& a_lhs, const Rhs& a_rhs, bool accumulate
     if (!blas_view(lhs, a) || !blas_view(rhs, b) || !blas_view(dst, c))
       return false;
     const T alpha = combine_scalar_factors(T(1), a_lhs, a_rhs);
-    return run_provider_gemm(Provider{}, a, b, c, alpha, accumulate ? T(1) : T(0));
+    return run_provider_gemm(Provider{}, a, b, c, alpha, accumulate ? T(1) : T(0), allocation_free);
   }
 }
 
@@ -254,7 +255,7 @@ void gemm_dispatch(const Context<Backend>& ctx, const Lhs& lhs, const Rhs& rhs, 
   if constexpr (!std::is_same_v<Provider, gemm_provider::eigen>) {
     if (try_small_gemm(ctx, dst, lhs, rhs, accumulate))
       return;
-    if (try_blas_gemm<Provider>(dst, lhs, rhs, accumulate))
+    if (try_blas_gemm<Provider>(dst, lhs, rhs, accumulate, ctx.allocation_free()))
       return;
   }
   if (try_parallel_vector_product(ctx.threads(), dst, lhs, rhs, accumulate))

@@ -39,10 +39,11 @@ inline constexpr bool provider_takes = true;
 
 /// c = alpha · a · b + beta · c by the provider's library, and true; the measured provider
 /// (gemm_measured.hpp) overloads it to return false, doing nothing, where Eigen was measured
-/// fastest, and ops::gemm then runs the product in Eigen.
+/// fastest, and ops::gemm then runs the product in Eigen. `allocation_free`: the context's
+/// setting, which only the measured provider's choice reads (a named provider runs as named).
 template <class Provider, class T>
 bool run_provider_gemm(Provider, const BlasMatrix<const T>& a, const BlasMatrix<const T>& b,
-                       const BlasMatrix<T>& c, T alpha, T beta) {
+                       const BlasMatrix<T>& c, T alpha, T beta, bool /*allocation_free*/) {
   provider_gemm(Provider{}, a, b, c, alpha, beta);
   return true;
 }

@@ -159,20 +159,26 @@ inline std::atomic<int>& measured_threads() {
 }
 
 /// The provider gemm_provider::measured runs c = a · b on here (c's shape and the operands'
-/// storage orders; the thread count of the last apply_threads).
+/// storage orders; the thread count of the last apply_threads); with `allocation_free`, not
+/// oneDNN (its dnnl_sgemm allocates scratch on every call).
 template <class T>
 MeasuredProvider measured_choice(const BlasMatrix<const T>& a, const BlasMatrix<const T>& b,
-                                 const BlasMatrix<T>& c) {
-  return choose_measured_provider(
-      this_cpu_measurements(), measured_threads().load(std::memory_order_relaxed),
-      b.row_major != c.row_major, c.rows, a.cols, c.cols, measured_eligible<T>());
+                                 const BlasMatrix<T>& c, bool allocation_free) {
+  auto eligible = measured_eligible<T>();
+  if (allocation_free)
+    eligible[static_cast<int>(MeasuredProvider::onednn)] = false;
+  return choose_measured_provider(this_cpu_measurements(),
+                                  measured_threads().load(std::memory_order_relaxed),
+                                  b.row_major != c.row_major, c.rows, a.cols, c.cols, eligible);
 }
 
 /// ops::gemm's call for the measured provider: the chosen provider's product and true, or false
 /// (nothing done) when Eigen was measured fastest, so that ops::gemm runs it in Eigen.
+/// `allocation_free`: the context's setting (measured_choice).
 template <class T>
 bool run_provider_gemm(gemm_provider::measured, const BlasMatrix<const T>& a,
-                       const BlasMatrix<const T>& b, const BlasMatrix<T>& c, T alpha, T beta) {
+                       const BlasMatrix<const T>& b, const BlasMatrix<T>& c, T alpha, T beta,
+                       bool allocation_free) {
   const auto run = [&](auto provider) {
     using Provider = decltype(provider);
     if constexpr (gemm_provider::is_available<Provider> && provider_takes<Provider, T>) {
@@ -182,7 +188,7 @@ bool run_provider_gemm(gemm_provider::measured, const BlasMatrix<const T>& a,
       return false;  // not eligible, so never chosen
     }
   };
-  switch (measured_choice(a, b, c)) {
+  switch (measured_choice(a, b, c, allocation_free)) {
     case MeasuredProvider::openblas:
       return run(gemm_provider::openblas{});
     case MeasuredProvider::blis:

@@ -6,11 +6,10 @@
 
 #include <dnnl.h>
 
+#include <omp.h>  // oneDNN's threads are its OpenMP runtime's; nlbudget::onednn links libgomp
+
 #include <string>
 #include <type_traits>
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #include "nlb/core/errors.hpp"
 #include "nlb/core/gemm_provider.hpp"
@@ -46,12 +45,11 @@ inline bool provider_usable(gemm_provider::onednn) {
   return true;
 }
 
-/// oneDNN's OpenMP runtime takes the program's OpenMP thread count; a program built without
-/// OpenMP leaves it at OpenMP's default (every core).
-inline void provider_set_threads(gemm_provider::onednn, [[maybe_unused]] int threads) {
-#if defined(_OPENMP)
+/// oneDNN's OpenMP runtime (GNU OpenMP, which nlbudget::onednn links) takes the count for the
+/// parallel regions this thread starts, in a program built with OpenMP or without (before, a
+/// program without -fopenmp left oneDNN on every core whatever the context said).
+inline void provider_set_threads(gemm_provider::onednn, int threads) {
   omp_set_num_threads(threads);
-#endif
 }
 
 }  // namespace nlb::ops::detail
