@@ -17,6 +17,13 @@
 #include "gemm_reference.hpp"
 #include "nlb/core/cpu_kind.hpp"
 #include "nlb/ops/gemm.hpp"
+#if defined(NLB_HAVE_LIBXSMM)
+// After nlb/ops/gemm.hpp, which declares LIBXSMM's two GEMMs itself: a declaration here that
+// differs from those fails to compile.
+#include <libxsmm.h>
+static_assert(std::is_same_v<libxsmm_blasint, int>,
+              "nlb/ops/detail/gemm_libxsmm.hpp declares LIBXSMM's GEMMs with int indices");
+#endif
 #include "test_random.hpp"
 #include "tolerances.hpp"
 

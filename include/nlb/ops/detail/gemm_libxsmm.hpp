@@ -5,9 +5,21 @@
 // nlbudget::libxsmm (Debian: libxsmm-dev 1.17, static libraries, and libopenblas-dev).
 #pragma once
 
-#include <libxsmm.h>
-
 #include <type_traits>
+
+// LIBXSMM's two BLAS-style entry points, declared here instead of including <libxsmm.h>, which
+// takes about 0.9 s to parse — in every translation unit of a program whose default provider is
+// `measured`. Debian's LIBXSMM 1.17 is built with 32-bit BLAS integers (LIBXSMM_ILP64 0);
+// tests/ops/test_gemm.cpp includes <libxsmm.h> beside this header, so a different declaration
+// there fails to compile, and checks that its int is int.
+extern "C" {
+void libxsmm_sgemm(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                   const float* alpha, const float* a, const int* lda, const float* b,
+                   const int* ldb, const float* beta, float* c, const int* ldc);
+void libxsmm_dgemm(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                   const double* alpha, const double* a, const int* lda, const double* b,
+                   const int* ldb, const double* beta, double* c, const int* ldc);
+}
 
 #include "nlb/core/gemm_provider.hpp"
 #include "nlb/ops/detail/blas_operand.hpp"
@@ -26,9 +38,9 @@ void provider_gemm(gemm_provider::libxsmm, const BlasMatrix<const T>& a,
   const auto trans = [&](const BlasMatrix<const T>& m) {
     return m.row_major == c.row_major ? "N" : "T";
   };
-  const auto m = static_cast<libxsmm_blasint>(c.rows), n = static_cast<libxsmm_blasint>(c.cols),
-             k = static_cast<libxsmm_blasint>(a.cols), lda = static_cast<libxsmm_blasint>(a.ld),
-             ldb = static_cast<libxsmm_blasint>(b.ld), ldc = static_cast<libxsmm_blasint>(c.ld);
+  const auto m = static_cast<int>(c.rows), n = static_cast<int>(c.cols),
+             k = static_cast<int>(a.cols), lda = static_cast<int>(a.ld),
+             ldb = static_cast<int>(b.ld), ldc = static_cast<int>(c.ld);
   const auto call = [&](auto gemm) {
     if (c.row_major)
       gemm(trans(b), trans(a), &n, &m, &k, &alpha, b.data, &ldb, a.data, &lda, &beta, c.data, &ldc);
