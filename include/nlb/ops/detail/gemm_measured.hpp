@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <span>
 #include <type_traits>
@@ -51,23 +52,14 @@ inline std::span<const GemmMeasurement> measurements_for(const CpuKind& cpu) {
   return rows;
 }
 
-/// The value of `grid` (sorted, distinct, positive) nearest to sqrt(square) on a log scale: the
-/// first g_i with square ≤ g_i · g_(i+1) (the geometric midpoint), else the last.
-template <std::size_t N>
-Index nearest_on_log_scale(const std::array<Index, N>& grid, std::size_t size, double square) {
-  for (std::size_t i = 0; i + 1 < size; ++i)
-    if (square <= static_cast<double>(grid[i]) * static_cast<double>(grid[i + 1]))
-      return grid[i];
-  return grid[size - 1];
-}
-
 /// The provider to run [m, k] · [k, n] on `threads` threads (rhs_transposed: the right operand
 /// is stored the other way than the result, as a tied unembedding), from the recorded rows of one
-/// CPU kind: the rows of the largest recorded thread count not above `threads` (else the
-/// smallest), of the same layout, at the recorded m and width nearest to the product's on a log
-/// scale (its width is the d of a recorded [m, d] · [d, 4d] with as many multiply-adds per row:
-/// sqrt(k · n / 4)); of those providers `eligible` allows, the one with the most GFLOP/s there.
-/// Without a matching row: OpenBLAS if eligible, else Eigen. Cost: one pass over the rows.
+/// CPU kind: among the rows of the largest recorded thread count not above `threads` (else the
+/// smallest) and of the same layout, the one nearest on a log scale in m plus width (the
+/// product's width is the d of a recorded [m, d] · [d, 4d] with as many multiply-adds per row:
+/// sqrt(k · n / 4); on a tie the earlier row, i.e. the smaller shape); of those providers
+/// `eligible` allows, the one with the most GFLOP/s there. Without a matching row: OpenBLAS if
+/// eligible, else Eigen. Cost: two passes over the rows.
 inline MeasuredProvider choose_measured_provider(
     std::span<const GemmMeasurement> rows, int threads, bool rhs_transposed, Index m, Index k,
     Index n, const std::array<bool, measured_provider_count>& eligible) {
@@ -83,43 +75,30 @@ inline MeasuredProvider choose_measured_provider(
   }
   if (recorded_threads == 0)
     recorded_threads = fewest_threads;
-  // The recorded grids of row counts and widths at this thread count and layout (a handful).
-  constexpr std::size_t max_grid = 16;
-  std::array<Index, max_grid> ms{}, widths{};
-  std::size_t m_count = 0, width_count = 0;
-  const auto insert = [](std::array<Index, max_grid>& grid, std::size_t& count, Index value) {
-    std::size_t i = 0;
-    while (i < count && grid[i] < value)
-      ++i;
-    if ((i < count && grid[i] == value) || count == max_grid)
-      return;
-    for (std::size_t j = count; j > i; --j)
-      grid[j] = grid[j - 1];
-    grid[i] = value;
-    ++count;
-  };
-  for (const auto& r : rows)
-    if (r.threads == recorded_threads && r.rhs_transposed == rhs_transposed) {
-      insert(ms, m_count, r.rows);
-      insert(widths, width_count, r.width);
-    }
-  if (m_count == 0)
-    return fallback;
-  const Index near_m =
-      nearest_on_log_scale(ms, m_count, static_cast<double>(m) * static_cast<double>(m));
-  const Index near_width = nearest_on_log_scale(
-      widths, width_count, static_cast<double>(k) * static_cast<double>(n) / 4);
+  // Distance on a log scale as a product of ratios (each ≥ 1): exact for the recorded powers of
+  // two, so a product halfway between two recorded shapes ties, and the earlier row wins.
+  const auto ratio = [](double a, double b) { return a > b ? a / b : b / a; };
+  const double width = std::sqrt(static_cast<double>(k) * static_cast<double>(n) / 4);
+  const GemmMeasurement* nearest = nullptr;
+  double nearest_distance = 0;
   for (const auto& r : rows) {
-    if (r.threads != recorded_threads || r.rhs_transposed != rhs_transposed || r.rows != near_m ||
-        r.width != near_width)
+    if (r.threads != recorded_threads || r.rhs_transposed != rhs_transposed)
       continue;
-    int best = -1;
-    for (int p = 0; p < measured_provider_count; ++p)
-      if (eligible[p] && r.gflops[p] > 0 && (best < 0 || r.gflops[p] > r.gflops[best]))
-        best = p;
-    return best < 0 ? fallback : static_cast<MeasuredProvider>(best);
+    const double distance = ratio(static_cast<double>(m), static_cast<double>(r.rows)) *
+                            ratio(width, static_cast<double>(r.width));
+    if (nearest == nullptr || distance < nearest_distance) {
+      nearest = &r;
+      nearest_distance = distance;
+    }
   }
-  return fallback;
+  if (nearest == nullptr)
+    return fallback;
+  int best = -1;
+  for (int p = 0; p < measured_provider_count; ++p)
+    if (eligible[p] && nearest->gflops[p] > 0 &&
+        (best < 0 || nearest->gflops[p] > nearest->gflops[best]))
+      best = p;
+  return best < 0 ? fallback : static_cast<MeasuredProvider>(best);
 }
 
 /// Whether Provider can run T products in this program: part of the build, has a T GEMM, and
