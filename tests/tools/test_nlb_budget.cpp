@@ -301,6 +301,38 @@ BOOST_AUTO_TEST_CASE(small_report_is_reproducible) {
   BOOST_CHECK(slurp(out / "layers.csv") == slurp(out2 / "layers.csv"));
 }
 
+// --weights: every pass of the report runs on the model with that weight storage. Its baseline
+// is the perplexity `nlb eval --weights q8` measures (another command over the same session
+// kind), which is not the float model's; the report names the storage; an unknown kind is refused.
+BOOST_AUTO_TEST_CASE(weights_option_runs_every_pass_on_that_storage) {
+  Inputs in;
+  const fs::path out = in.dir.path / "report";
+  const auto r = run_budget(in.dir, in.args(out) + " --calibration-positions 2000 --weights q8");
+  BOOST_TEST_MESSAGE(r.err);
+  BOOST_REQUIRE_EQUAL(r.exit_code, 0);
+  const json report = json::parse(slurp(out / "report.json"));
+  for (const auto& e : schema_errors(report))
+    BOOST_ERROR("schema: " << e);
+  BOOST_TEST(report.at("protocol").at("weights").get<std::string>() == "q8");
+  BOOST_TEST(contains(slurp(out / "report.md"), "with q8 weight matrices"));
+  const auto eval_ppl = [&](const std::string& weights) {
+    const auto e = nlb::test::run_nlb(in.dir.path, "eval --text '" + in.eval.string() +
+                                                       "' --weights " + weights + " --json");
+    BOOST_REQUIRE_EQUAL(e.exit_code, 0);
+    return json::parse(e.out).at("ppl").get<double>();
+  };
+  const double q8 = eval_ppl("q8"), f32 = eval_ppl("f32");
+  BOOST_TEST(report.at("baseline_ppl").get<double>() == q8,
+             boost::test_tools::tolerance(nlb::test::tol::budget_baseline_ppl_rel));
+  BOOST_TEST(q8 != f32);  // the 8-bit copy's rounding reaches the perplexity
+
+  const fs::path refused = in.dir.path / "refused";
+  const auto bad = run_budget(in.dir, in.args(refused) + " --weights q4");
+  BOOST_TEST(bad.exit_code != 0);
+  BOOST_TEST(contains(bad.err, "--weights"));
+  BOOST_TEST(!fs::exists(refused));
+}
+
 BOOST_AUTO_TEST_CASE(attention_spends_one_budget_across_mlp_and_attention) {
   // tiny-sd: the report's "across" section (schema-checked), its table and per-layer chart.
   Inputs in;

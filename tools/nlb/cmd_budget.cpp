@@ -141,6 +141,7 @@ Args budget_args(const std::vector<std::string>& argv) {
                "decode-steps",
                "out",
                "device",
+               "weights",
                "gate-features"},
               {"json", "attention"},
               {{"tokens",
@@ -288,8 +289,10 @@ int run_budget(const std::vector<std::string>& argv) {
   std::array<std::string, 4> names;  // "--fit-text FILE": how errors about a set name it
   for (std::size_t i = 0; i < names.size(); ++i)
     names[i] = inputs[i].option + " " + inputs[i].path;
-  const auto session = make_session(model, cuda_device_option(args));
+  const std::string weights = weights_option(args);
+  const auto session = make_session(model, cuda_device_option(args), weights);
   BudgetSources sources = budget_sources(model_dir, inputs, dtype, session->runner().name());
+  sources.weights = weights;
   sources.scaled_defaults = scaled;
   // Under MPI every rank runs the pipeline; the forward passes' windows are spread over the
   // ranks and their losses gathered, so every rank holds the whole report (docs/scaling.md).

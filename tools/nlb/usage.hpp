@@ -127,7 +127,7 @@ inline std::string budget_inputs_help(const BudgetProtocol& protocol) {
          "                  [--attention] [--context N] [--lambda L] [--budget-pct P ...] [--seed "
          "S]\n"
          "                  [--decode-steps N] [--out DIR] [--device cpu|cuda] [--json]\n"
-         "                  [--gate-features replicated|split]\n"
+         "                  [--gate-features replicated|split] [--weights f32|f16|bf16|q8]\n"
          "       nlb budget --model DIR --fit-tokens-file F --label-tokens-file F\n"
          "                  --eval-tokens-file F --cross-tokens-file F [--token-dtype u32] ...\n\n"
          "The MLP budget report of PAPERS §A (docs/budget.md). With no arguments: the shipped\n"
@@ -193,7 +193,8 @@ inline std::string budget_protocol_help(const BudgetProtocol& protocol) {
          "  --json                also print report.json to stdout\n" +
          device_line +
          "                        (the surrogates' fit, the gates and the calibration's\n"
-         "                        search stay on the host, in float64)\n";
+         "                        search stay on the host, in float64)\n" +
+         weights_line;
 }
 
 }  // namespace usage_detail

@@ -157,6 +157,7 @@ json protocol_json(const BudgetReport<float>& r, const BudgetSources& src) {
       {"token_format", src.token_format},
       {"scaled_defaults", src.scaled_defaults.empty() ? json(nullptr) : json(src.scaled_defaults)},
       {"device", src.device},
+      {"weights", src.weights},
       {"ranks", src.ranks},
       {"gate_features", to_string(p.gate_features)},
       {"context", p.context},

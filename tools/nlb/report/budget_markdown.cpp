@@ -51,6 +51,10 @@ std::string budget_md_passes(const BudgetReport<float>& r, const BudgetSources& 
   md << "Windows of " << p.context << " tokens (" << src.token_format
      << "), non-overlapping; forward passes and timings on the " << src.device
      << (src.device == "cpu" ? "" : " device (fits and searches on the host, in float64)")
+     << (src.weights == "f32" ? std::string()
+                              : ", with " + src.weights +
+                                    " weight matrices (every pass, the surrogates' fit inputs "
+                                    "and the timings are this model's)")
      << (src.ranks > 1 ? ", their windows spread over " + std::to_string(src.ranks) + " MPI ranks"
                        : std::string())
      << (src.ranks > 1 && p.gate_features == GateFeatures::split

@@ -18,6 +18,8 @@ struct BudgetSources {
   std::string model, fit, label, eval, cross;
   std::string token_format;    // "bytes" or "u16"/"u32" token ids
   std::string device = "cpu";  // where the forward passes and timings ran: "cpu" or "cuda"
+  // How the passes' model kept its weight matrices (--weights): "f32", "f16", "bf16" or "q8".
+  std::string weights = "f32";
   int ranks = 1;               // processes the forward passes were spread over (MPI ranks)
   // Set when nlb budget lowered its default position counts to what the texts hold (the
   // sentence the report prints); empty when the defaults or the user's counts were used.
