@@ -316,8 +316,8 @@ BOOST_AUTO_TEST_CASE(weights_option_runs_every_pass_on_that_storage) {
   BOOST_TEST(report.at("protocol").at("weights").get<std::string>() == "q8");
   BOOST_TEST(contains(slurp(out / "report.md"), "with q8 weight matrices"));
   const auto eval_ppl = [&](const std::string& weights) {
-    const auto e = nlb::test::run_nlb(in.dir.path, "eval --text '" + in.eval.string() +
-                                                       "' --weights " + weights + " --json");
+    const auto e = nlb::test::run_nlb(
+        in.dir.path, "eval --text '" + in.eval.string() + "' --weights " + weights + " --json");
     BOOST_REQUIRE_EQUAL(e.exit_code, 0);
     return json::parse(e.out).at("ppl").get<double>();
   };
