@@ -20,7 +20,7 @@ struct BudgetSources {
   std::string device = "cpu";  // where the forward passes and timings ran: "cpu" or "cuda"
   // How the passes' model kept its weight matrices (--weights): "f32", "f16", "bf16" or "q8".
   std::string weights = "f32";
-  int ranks = 1;               // processes the forward passes were spread over (MPI ranks)
+  int ranks = 1;  // processes the forward passes were spread over (MPI ranks)
   // Set when nlb budget lowered its default position counts to what the texts hold (the
   // sentence the report prints); empty when the defaults or the user's counts were used.
   std::string scaled_defaults;
