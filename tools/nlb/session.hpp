@@ -22,9 +22,9 @@ namespace nlb::cli {
 /// OPENBLAS_NUM_THREADS=1: one per rank, docs/scaling.md).
 int host_threads();
 
-/// --weights f32|f16|bf16|q8 of eval, forward, generate and budget: how the session keeps the weight
-/// matrices (nlb/core/weight_storage.hpp; 16 bits halve what decoding reads, q8 quarters it).
-/// UsageError for another name, or for anything but f32 with --device cuda (the CUDA backend
+/// --weights f32|f16|bf16|q8 of eval, forward, generate and budget: how the session keeps the
+/// weight matrices (nlb/core/weight_storage.hpp; 16 bits halve what decoding reads, q8 quarters
+/// it). UsageError for another name, or for anything but f32 with --device cuda (the CUDA backend
 /// keeps float weights).
 std::string weights_option(const Args& args);
 
