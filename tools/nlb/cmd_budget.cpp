@@ -186,7 +186,8 @@ BudgetProtocol budget_protocol(const Args& args) {
 
 // Where the report's inputs came from and where its passes ran.
 BudgetSources budget_sources(const std::string& model_dir, const std::vector<TokenStream>& inputs,
-                             io::TokenDType dtype, const std::string& device) {
+                             io::TokenDType dtype, const std::string& device,
+                             const std::string& weights) {
   BudgetSources sources;
   sources.model = model_dir;
   sources.fit = inputs[0].path;
@@ -201,6 +202,7 @@ BudgetSources budget_sources(const std::string& model_dir, const std::vector<Tok
                              ? "text, by the model's vocab.json and merges.txt"
                              : "bytes";
   sources.device = device;
+  sources.weights = weights;
   sources.ranks = ranks().size();
   return sources;
 }
@@ -291,8 +293,8 @@ int run_budget(const std::vector<std::string>& argv) {
     names[i] = inputs[i].option + " " + inputs[i].path;
   const std::string weights = weights_option(args);
   const auto session = make_session(model, cuda_device_option(args), weights);
-  BudgetSources sources = budget_sources(model_dir, inputs, dtype, session->runner().name());
-  sources.weights = weights;
+  BudgetSources sources =
+      budget_sources(model_dir, inputs, dtype, session->runner().name(), weights);
   sources.scaled_defaults = scaled;
   // Under MPI every rank runs the pipeline; the forward passes' windows are spread over the
   // ranks and their losses gathered, so every rank holds the whole report (docs/scaling.md).
